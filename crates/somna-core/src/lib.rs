@@ -1,0 +1,23 @@
+//! somna-core: Somna's domain types and pure logic. No IO, no async, no sled, actix or async-openai:
+//! everything here is a plain function or type, unit-testable on its own.
+//!
+//! - [`message`]: `Message`, `Role`, `ToolCall`, `MessageKind` (normal, summary, masked).
+//! - [`journal`]: `JournalEntry`, `SourceType`, `JournalQuery`, memory `Fact`.
+//! - [`record`]: `AgentRecord` (per-agent counters), `CompactionRecord` and `EventRecord` (the log).
+//! - [`config`]: runtime.toml: raw structs, layered overrides, resolved per-agent config, validation.
+//! - [`tokens`]: `TokenCounter` (tiktoken for known models, `len/4` otherwise) and `Calibration`.
+//! - [`id`], [`time`]: `AgentId` and `Timestamp` (core never reads the clock; callers pass `now`).
+
+pub mod config;
+pub mod id;
+pub mod journal;
+pub mod message;
+pub mod record;
+pub mod time;
+pub mod tokens;
+
+pub use id::AgentId;
+pub use journal::{EntryId, Fact, FactId, JournalEntry, JournalQuery, SourceType};
+pub use message::{Message, MessageKind, Role, Seq, SummaryMeta, ToolCall};
+pub use record::{AgentRecord, CompactionMethod, CompactionRecord, EventRecord, Trigger};
+pub use time::Timestamp;

@@ -1,0 +1,198 @@
+//! Messages: the unit of an agent's history and archive.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// A message's sequence number, unique per agent and increasing in append order.
+pub type Seq = u64;
+
+/// Who wrote a message, as in the OpenAI chat format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    /// The wire name (`system`, `user`, `assistant`, `tool`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "system" | "developer" => Ok(Role::System),
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            "tool" => Ok(Role::Tool),
+            other => Err(format!(
+                "unknown role {other:?} (expected system, user, assistant or tool)"
+            )),
+        }
+    }
+}
+
+/// One function call requested by an assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id that the matching tool result names in its `tool_call_id`.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments, as the JSON text the model produced (kept verbatim: it may be invalid JSON).
+    pub arguments: String,
+}
+
+/// What kind of entry a history message is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MessageKind {
+    /// An original message as it was appended.
+    #[default]
+    Normal,
+    /// A compaction summary standing in for archived messages.
+    Summary(SummaryMeta),
+    /// An old tool output replaced by a short placeholder; the original is in the archive.
+    Masked {
+        /// Tokens of the original message.
+        original_tokens: u32,
+    },
+}
+
+/// Metadata of a summary message: what it covers and what it saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryMeta {
+    /// The first original seq the summary covers (its own seq).
+    pub covers_from_seq: Seq,
+    /// The last original seq the summary covers.
+    pub covers_through_seq: Seq,
+    /// How many history messages (originals and an earlier summary) this summary replaced.
+    pub compacted_count: u32,
+    /// Tokens of the messages it replaced.
+    pub original_tokens: u32,
+    /// Tokens of the summary message itself.
+    pub summary_tokens: u32,
+    /// 1 for a first summary; an earlier summary folded in gives its generation + 1.
+    pub generation: u32,
+    /// When the compaction committed.
+    pub compacted_at: Timestamp,
+}
+
+/// One message of an agent's history or archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Position in the agent's history; summaries take the seq of the first message they cover.
+    pub seq: Seq,
+    pub role: Role,
+    pub content: String,
+    /// Optional participant name (OpenAI `name`), e.g. which villager spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Function calls an assistant message requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool result: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    pub created_at: Timestamp,
+    /// Token count computed once at append time (see `TokenCounter::count_message`).
+    pub tokens: u32,
+    #[serde(default)]
+    pub kind: MessageKind,
+}
+
+impl Message {
+    /// The text a summary message starts with.
+    pub const SUMMARY_PREFIX: &'static str = "[CONTEXT SUMMARY]";
+
+    /// A plain message with seq 0 and no token count yet; the store assigns both at append time.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            seq: 0,
+            role,
+            content: content.into(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            created_at: Timestamp::ZERO,
+            tokens: 0,
+            kind: MessageKind::Normal,
+        }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// An assistant message that requests tool calls.
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Self::new(Role::Assistant, content)
+        }
+    }
+
+    /// A tool result answering `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+
+    /// Sets the participant name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the creation time.
+    pub fn at(mut self, t: Timestamp) -> Self {
+        self.created_at = t;
+        self
+    }
+
+    /// The summary metadata, when this is a summary message.
+    pub fn summary(&self) -> Option<&SummaryMeta> {
+        match &self.kind {
+            MessageKind::Summary(meta) => Some(meta),
+            _ => None,
+        }
+    }
+
+    /// True for an original message (not a summary, not a masked placeholder).
+    pub fn is_normal(&self) -> bool {
+        matches!(self.kind, MessageKind::Normal)
+    }
+
+    /// True for an assistant message that requests tool calls.
+    pub fn has_tool_calls(&self) -> bool {
+        !self.tool_calls.is_empty()
+    }
+}

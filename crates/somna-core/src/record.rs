@@ -1,0 +1,196 @@
+//! Per-agent bookkeeping (`AgentRecord`) and the compaction log (`CompactionRecord`, `EventRecord`).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::AgentOverrides;
+use crate::id::AgentId;
+use crate::journal::{EntryId, FactId};
+use crate::message::Seq;
+use crate::time::Timestamp;
+use crate::tokens::Calibration;
+
+/// What the store keeps per agent in the `agents` tree.
+///
+/// The counters are updated in the same sled transaction as the data they count, so they are always
+/// consistent with the trees after a crash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub id: AgentId,
+    pub created_at: Timestamp,
+    /// Config changes made at run time (API `configure`); applied over runtime.toml's values.
+    #[serde(default)]
+    pub overrides: AgentOverrides,
+    #[serde(default)]
+    pub last_compaction: Option<Timestamp>,
+    #[serde(default)]
+    pub compaction_count: u32,
+    /// Correction factor for models whose tokenizer Somna does not know exactly.
+    #[serde(default)]
+    pub calibration: Calibration,
+    /// The seq the next appended message gets.
+    pub next_seq: Seq,
+    /// The id the next journal entry gets.
+    pub next_entry_id: EntryId,
+    /// The id the next memory fact gets.
+    pub next_fact_id: FactId,
+    /// The seq the next event gets.
+    pub next_event_seq: u64,
+    /// Sum of the `tokens` of every message in live history (the O(1) usage read).
+    pub history_tokens: u64,
+    /// Number of messages in live history.
+    pub history_len: u64,
+    /// Number of messages in the archive.
+    pub archive_len: u64,
+    /// Set when the agent is deleted through the API: its data stays, it is no longer hosted.
+    #[serde(default)]
+    pub retired: bool,
+}
+
+impl AgentRecord {
+    /// A fresh record with empty counters.
+    pub fn new(id: AgentId, created_at: Timestamp) -> Self {
+        AgentRecord {
+            id,
+            created_at,
+            overrides: AgentOverrides::default(),
+            last_compaction: None,
+            compaction_count: 0,
+            calibration: Calibration::default(),
+            next_seq: 0,
+            next_entry_id: 0,
+            next_fact_id: 0,
+            next_event_seq: 0,
+            history_tokens: 0,
+            history_len: 0,
+            archive_len: 0,
+            retired: false,
+        }
+    }
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// During a Sleep, after consolidation, at the sleep threshold.
+    Sleep,
+    /// At the start of a tick, at the emergency threshold.
+    Emergency,
+    /// Asked for through the API or the CLI; always runs.
+    Manual,
+}
+
+impl Trigger {
+    /// The name used in logs, metrics and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Sleep => "sleep",
+            Trigger::Emergency => "emergency",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a compaction produced its summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionMethod {
+    /// The configured LLM summarized the body.
+    Llm,
+    /// The builtin extractive summarizer (the offline provider, or a fallback after an LLM failure).
+    Extractive,
+    /// Emergency fallback: the oldest body turns archived behind a marker, no summary.
+    ArchiveMarker,
+    /// Only old tool outputs were masked.
+    MaskOnly,
+}
+
+/// The log line of one committed compaction, stored in the `events` tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    pub at: Timestamp,
+    pub trigger: Trigger,
+    pub method: CompactionMethod,
+    /// Seq of the summary (or marker) message in history.
+    pub summary_seq: Seq,
+    /// The seq range (inclusive) the summary covers.
+    pub covers: (Seq, Seq),
+    /// History messages replaced.
+    pub compacted: u32,
+    /// Messages kept verbatim after the summary.
+    pub preserved: u32,
+    /// Usage before and after, in tokens.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// The synthesis journal entry written with it.
+    pub synthesis_entry: Option<EntryId>,
+    /// The summary's generation.
+    pub generation: u32,
+}
+
+impl CompactionRecord {
+    /// Percentage of tokens saved, 0–100.
+    pub fn reduction_pct(&self) -> f64 {
+        reduction_pct(self.tokens_before, self.tokens_after)
+    }
+}
+
+/// Percentage of tokens saved going from `before` to `after`, 0–100.
+pub fn reduction_pct(before: u64, after: u64) -> f64 {
+    if before == 0 {
+        0.0
+    } else {
+        100.0 * (before.saturating_sub(after)) as f64 / before as f64
+    }
+}
+
+/// One entry of the `events` tree: the agent's durable log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventRecord {
+    /// A compaction committed.
+    Compaction(CompactionRecord),
+    /// A compaction was undone; the summary text is kept here since its message is gone.
+    Uncompaction {
+        at: Timestamp,
+        summary_seq: Seq,
+        summary: String,
+        restored: u32,
+    },
+    /// Old tool outputs were masked (originals archived).
+    Masking {
+        at: Timestamp,
+        masked: u32,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// A compaction attempt failed and changed nothing.
+    CompactionFailed {
+        at: Timestamp,
+        trigger: Trigger,
+        reason: String,
+    },
+    /// Anything else worth keeping (warnings, consolidation summaries).
+    Note { at: Timestamp, text: String },
+}
+
+impl EventRecord {
+    /// When it happened.
+    pub fn at(&self) -> Timestamp {
+        match self {
+            EventRecord::Compaction(r) => r.at,
+            EventRecord::Uncompaction { at, .. }
+            | EventRecord::Masking { at, .. }
+            | EventRecord::CompactionFailed { at, .. }
+            | EventRecord::Note { at, .. } => *at,
+        }
+    }
+}

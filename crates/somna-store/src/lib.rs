@@ -1,0 +1,1 @@
+//! somna-store (placeholder)
