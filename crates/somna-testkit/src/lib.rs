@@ -1,0 +1,1 @@
+//! somna-testkit (placeholder)
