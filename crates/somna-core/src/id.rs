@@ -92,7 +92,10 @@ mod tests {
         assert!(AgentId::new("npc-blacksmith_1.v2").is_ok());
         assert_eq!(AgentId::new(""), Err(AgentIdError::Empty));
         assert!(matches!(AgentId::new("a b"), Err(AgentIdError::BadChar(_))));
-        assert!(matches!(AgentId::new("a\0b"), Err(AgentIdError::BadChar(_))));
+        assert!(matches!(
+            AgentId::new("a\0b"),
+            Err(AgentIdError::BadChar(_))
+        ));
         assert!(matches!(
             AgentId::new("x".repeat(65)),
             Err(AgentIdError::TooLong(_))

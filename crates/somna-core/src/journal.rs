@@ -241,7 +241,13 @@ mod tests {
             }
             .matches(&e)
         );
-        assert_eq!(JournalEntry::new(Timestamp(0), SourceType::Note, 0, "x").importance, 1);
-        assert_eq!(JournalEntry::new(Timestamp(0), SourceType::Note, 42, "x").importance, 10);
+        assert_eq!(
+            JournalEntry::new(Timestamp(0), SourceType::Note, 0, "x").importance,
+            1
+        );
+        assert_eq!(
+            JournalEntry::new(Timestamp(0), SourceType::Note, 42, "x").importance,
+            10
+        );
     }
 }

@@ -1,1 +1,30 @@
-//! somna-llm (placeholder)
+//! somna-llm: Somna's LLM boundary, and the only crate that names async-openai.
+//!
+//! - [`client`]: the [`LlmClient`] trait and [`build_client`] (builtin or OpenAI-compatible, from config).
+//! - [`types`]: [`ChatRequest`], [`ChatMessage`], [`ChatResponse`], [`Usage`], [`Purpose`].
+//! - [`error`]: [`LlmError`], typed failures (timeout, rate limited, server, malformed, empty, refused…).
+//! - [`openai`]: [`OpenAiClient`] — timeout per attempt, bounded retries, a global concurrency limit.
+//! - [`retry`]: [`RetryPolicy`] — what is retried and how long to wait.
+//! - [`builtin`]: [`BuiltinClient`] — offline and deterministic: the [`builtin::extractive`] summarizer,
+//!   fact extraction and importance scores, and a scripted agent brain.
+//! - [`transcript`]: conversations framed as data (`<transcript>` … `</transcript>`) and parsed back.
+//! - [`prompts`]: the requests Somna sends for summaries, extraction, consolidation, scores, reflections.
+//!
+//! See docs/llm.md for the semantics of retries, timeouts and concurrency.
+
+pub mod builtin;
+pub mod client;
+pub mod error;
+pub mod openai;
+pub mod prompts;
+pub mod retry;
+pub mod transcript;
+pub mod types;
+
+pub use builtin::BuiltinClient;
+pub use client::{LlmClient, build_client, build_client_from_env};
+pub use error::{LlmError, Result};
+pub use openai::{OpenAiClient, OpenAiSettings};
+pub use retry::RetryPolicy;
+pub use somna_core::{Role, ToolCall};
+pub use types::{ChatMessage, ChatRequest, ChatResponse, Purpose, Usage};

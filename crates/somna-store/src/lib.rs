@@ -1,1 +1,35 @@
-//! somna-store (placeholder)
+//! somna-store: Somna's storage, the only crate that names sled.
+//!
+//! One sled database holds every agent. Trees are shared by all agents and every key starts with the
+//! agent id and a 0x00 byte, so one agent's data is a contiguous key range (see docs/storage.md).
+//!
+//! - [`store`]: [`Store`] and [`StoreOptions`]: opening, flushing, agents and their records, the
+//!   per-agent in-memory state that makes [`Store::usage_tokens`] O(1).
+//! - [`messages`]: appending to history and reading history and the archive.
+//! - [`compaction`]: the atomic [`Store::commit_compaction`], [`Store::commit_masking`] and
+//!   [`Store::uncompact`], with [`CompactionCommit`], [`CommitOutcome`] and [`UncompactOutcome`].
+//! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
+//! - [`events`]: the per-agent event log ([`LoggedEvent`]).
+//! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
+//! - [`codec`]: the versioned value encoding (a format-version byte, then named MessagePack).
+//! - [`error`]: [`StoreError`] and the [`Result`] alias.
+//!
+//! Keys are built and parsed in a private `keys` module; values are only written through [`codec`].
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod check;
+pub mod codec;
+pub mod compaction;
+pub mod error;
+pub mod events;
+pub mod journal;
+mod keys;
+pub mod messages;
+pub mod store;
+
+pub use check::InvariantReport;
+pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
+pub use error::{Result, StorageError, StoreError};
+pub use events::LoggedEvent;
+pub use store::{Store, StoreOptions};

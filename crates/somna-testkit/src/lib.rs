@@ -1,1 +1,12 @@
-//! somna-testkit (placeholder)
+//! somna-testkit: test support shared by every Somna crate. Tests only; never a runtime dependency.
+//!
+//! - [`stub`]: [`StubLlmServer`], a real OpenAI-compatible HTTP server on loopback with scripted replies and
+//!   faults on demand ([`Reply`]), recording every request ([`RecordedRequest`]).
+//! - [`fixtures`]: loaders for the shared fixtures in `tests/fixtures/` (the 200-turn transcript and its
+//!   hand-written expectations).
+
+pub mod fixtures;
+pub mod stub;
+
+pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
+pub use stub::{RecordedRequest, Reply, StubLlmServer};

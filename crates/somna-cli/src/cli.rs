@@ -1,0 +1,97 @@
+//! Command-line definition.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use anyhow::{Result, anyhow};
+use clap::{Parser, Subcommand};
+use somna_core::Timestamp;
+
+/// Somna: a runtime for long-lived LLM agents, with compaction, journals and memory.
+#[derive(Debug, Parser)]
+#[command(name = "somna", version, about, long_about = None)]
+pub struct Cli {
+    /// The runtime config file.
+    #[arg(
+        long,
+        short,
+        global = true,
+        default_value = "runtime.toml",
+        env = "SOMNA_CONFIG"
+    )]
+    pub config: PathBuf,
+    /// The database directory (overrides the config's `[store] path`).
+    #[arg(long, global = true, env = "SOMNA_DB")]
+    pub db: Option<PathBuf>,
+    /// Override a config key, e.g. `--set llm.provider=openai` (repeatable).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More logging (-v info, -vv debug); `SOMNA_LOG` takes a tracing filter.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a config file: exit 0 when valid, 2 with every error listed.
+    CheckConfig {
+        /// The file to check (default: --config).
+        path: Option<PathBuf>,
+    },
+    /// List the agents in the database.
+    Agents,
+    /// Print an agent's live history (or its archive).
+    History {
+        agent: String,
+        /// Only the last N messages.
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+        /// Print the archive instead of the live history.
+        #[arg(long)]
+        archive: bool,
+    },
+    /// Query an agent's journal, newest first.
+    Journal {
+        agent: String,
+        /// Only entries of this source type (observation, note, reflection, compaction, extraction).
+        #[arg(long)]
+        source: Option<String>,
+        /// Only entries with this tag (repeatable: all must match).
+        #[arg(long)]
+        tag: Vec<String>,
+        /// Only entries at or after this time: a duration ago (`1d`, `3h`) or RFC 3339.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only entries before this time: a duration ago or RFC 3339.
+        #[arg(long)]
+        until: Option<String>,
+        /// Only entries at or above this importance (1–10).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=10))]
+        min_importance: Option<u8>,
+        /// At most N entries.
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+    },
+}
+
+/// Parses `1d` (that long before `now`) or an RFC 3339 time.
+pub fn parse_time(s: &str, now: Timestamp) -> Result<Timestamp> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        return Ok(now.saturating_sub(d));
+    }
+    Timestamp::parse_rfc3339(s).map_err(|_| {
+        anyhow!("{s:?} is neither a duration (like 1d or 3h) nor an RFC 3339 time (like 2026-11-21T10:00:00Z)")
+    })
+}
+
+/// Now, for callers that need it.
+#[allow(dead_code)]
+pub fn now() -> Timestamp {
+    Timestamp::from_system_time(SystemTime::now())
+}

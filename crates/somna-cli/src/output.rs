@@ -1,0 +1,165 @@
+//! Rendering results as text tables or JSON (`--json`).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::Path;
+
+use serde::Serialize;
+use somna_core::config::{ConfigErrors, ResolvedConfig};
+use somna_core::{AgentRecord, JournalEntry, Message, MessageKind};
+
+/// Where results go: text for people, JSON for scripts.
+#[derive(Debug, Clone, Copy)]
+pub struct Out {
+    json: bool,
+}
+
+impl Out {
+    pub fn new(json: bool) -> Self {
+        Out { json }
+    }
+
+    fn print_json<T: Serialize + ?Sized>(&self, value: &T) {
+        match serde_json::to_string_pretty(value) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("error: cannot render JSON: {e}"),
+        }
+    }
+
+    pub fn config_ok(&self, path: &Path, cfg: &ResolvedConfig) {
+        if self.json {
+            self.print_json(cfg);
+            return;
+        }
+        println!(
+            "{}: ok — provider {}, model {}, store {}, {} agent(s)",
+            path.display(),
+            serde_json::to_value(cfg.llm.provider)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            cfg.llm.model,
+            cfg.store.path.display(),
+            cfg.agents.len()
+        );
+        for a in &cfg.agents {
+            let c = &a.compaction;
+            println!(
+                "  {:<12} model {:<10} tick {:<5} sleep every {:<4} window {:>6} tok, sleep at {:.0}%, emergency at {:.0}%{}",
+                a.id.as_str(),
+                a.model,
+                humantime::format_duration(a.tick_every).to_string(),
+                humantime::format_duration(a.sleep_every).to_string(),
+                c.max_context_tokens,
+                c.sleep_threshold * 100.0,
+                c.emergency_threshold * 100.0,
+                if c.enabled { "" } else { " (compaction off)" }
+            );
+        }
+    }
+
+    pub fn config_errors(&self, path: &Path, errors: &ConfigErrors) {
+        if self.json {
+            let list: Vec<String> = errors.to_string().lines().map(str::to_string).collect();
+            self.print_json(
+                &serde_json::json!({ "file": path.display().to_string(), "errors": list }),
+            );
+            return;
+        }
+        eprintln!("{}: invalid configuration", path.display());
+        for line in errors.to_string().lines() {
+            eprintln!("  {line}");
+        }
+    }
+
+    pub fn agents(&self, agents: &[AgentRecord]) {
+        if self.json {
+            self.print_json(agents);
+            return;
+        }
+        if agents.is_empty() {
+            println!("no agents");
+            return;
+        }
+        println!(
+            "{:<16} {:>8} {:>8} {:>10} {:>11}  last compaction",
+            "agent", "history", "archive", "tokens", "compactions"
+        );
+        for a in agents {
+            println!(
+                "{:<16} {:>8} {:>8} {:>10} {:>11}  {}{}",
+                a.id.as_str(),
+                a.history_len,
+                a.archive_len,
+                a.history_tokens,
+                a.compaction_count,
+                a.last_compaction
+                    .map_or_else(|| "never".to_string(), |t| t.to_string()),
+                if a.retired { " (retired)" } else { "" }
+            );
+        }
+    }
+
+    pub fn messages(&self, messages: &[Message]) {
+        if self.json {
+            self.print_json(messages);
+            return;
+        }
+        for m in messages {
+            let kind = match &m.kind {
+                MessageKind::Normal => String::new(),
+                MessageKind::Summary(s) => format!(
+                    " [summary gen {} of #{}..#{}, {} msgs]",
+                    s.generation, s.covers_from_seq, s.covers_through_seq, s.compacted_count
+                ),
+                MessageKind::Masked { original_tokens } => {
+                    format!(" [masked, was {original_tokens} tok]")
+                }
+            };
+            let who = m
+                .name
+                .as_deref()
+                .map_or_else(|| m.role.to_string(), |n| format!("{} ({n})", m.role));
+            println!(
+                "#{:<6} {} {}{} · {} tok",
+                m.seq, m.created_at, who, kind, m.tokens
+            );
+            for call in &m.tool_calls {
+                println!("        → {}({}) [{}]", call.name, call.arguments, call.id);
+            }
+            for line in m.content.lines() {
+                println!("        {line}");
+            }
+        }
+    }
+
+    pub fn journal(&self, entries: &[JournalEntry]) {
+        if self.json {
+            self.print_json(entries);
+            return;
+        }
+        if entries.is_empty() {
+            println!("no matching journal entries");
+            return;
+        }
+        for e in entries {
+            println!(
+                "#{:<5} {} {:<11} imp {:>2}{}{}",
+                e.id,
+                e.at,
+                e.source_type.as_str(),
+                e.importance,
+                if e.tags.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", e.tags.join(", "))
+                },
+                e.covers
+                    .map_or_else(String::new, |(a, b)| format!(" covers #{a}..#{b}"))
+            );
+            for line in e.content.lines() {
+                println!("       {line}");
+            }
+        }
+    }
+}

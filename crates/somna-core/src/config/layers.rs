@@ -1,0 +1,418 @@
+//! Layering of the override types: `merge` lays a later layer over an earlier one and `apply` lays
+//! a layer over resolved values. In both, a field a layer sets wins and a field it leaves unset
+//! keeps the value below.
+//!
+//! The functions destructure their structs completely, so a field added to a type fails to compile
+//! here until it is layered too.
+
+use super::{AgentOverrides, CompactionConfig, CompactionOverrides, MemoryConfig, MemoryOverrides};
+
+/// Replaces `low` by `high` when `high` is set.
+fn lay<T>(low: &mut Option<T>, high: Option<T>) {
+    if high.is_some() {
+        *low = high;
+    }
+}
+
+impl CompactionOverrides {
+    /// Lays `other` over `self`: every field `other` sets wins, the others are kept.
+    pub fn merge(&mut self, other: CompactionOverrides) {
+        let CompactionOverrides {
+            enabled,
+            sleep_threshold,
+            emergency_threshold,
+            max_context_tokens,
+            preserve_messages,
+            preserve_ratio,
+            head_size,
+            min_compact_batch,
+            compact_model,
+            compact_prompt,
+            summary_max_tokens,
+            sections,
+            summarizer_context_tokens,
+            warn_after_compactions,
+            mask_after_messages,
+            mask_exempt_tools,
+            extraction,
+        } = other;
+        lay(&mut self.enabled, enabled);
+        lay(&mut self.sleep_threshold, sleep_threshold);
+        lay(&mut self.emergency_threshold, emergency_threshold);
+        lay(&mut self.max_context_tokens, max_context_tokens);
+        lay(&mut self.preserve_messages, preserve_messages);
+        lay(&mut self.preserve_ratio, preserve_ratio);
+        lay(&mut self.head_size, head_size);
+        lay(&mut self.min_compact_batch, min_compact_batch);
+        lay(&mut self.compact_model, compact_model);
+        lay(&mut self.compact_prompt, compact_prompt);
+        lay(&mut self.summary_max_tokens, summary_max_tokens);
+        lay(&mut self.sections, sections);
+        lay(
+            &mut self.summarizer_context_tokens,
+            summarizer_context_tokens,
+        );
+        lay(&mut self.warn_after_compactions, warn_after_compactions);
+        lay(&mut self.mask_after_messages, mask_after_messages);
+        lay(&mut self.mask_exempt_tools, mask_exempt_tools);
+        lay(&mut self.extraction, extraction);
+    }
+
+    /// `base` with every field this layer sets replaced. Not validated: resolution validates.
+    pub fn apply(&self, base: &CompactionConfig) -> CompactionConfig {
+        let CompactionOverrides {
+            enabled,
+            sleep_threshold,
+            emergency_threshold,
+            max_context_tokens,
+            preserve_messages,
+            preserve_ratio,
+            head_size,
+            min_compact_batch,
+            compact_model,
+            compact_prompt,
+            summary_max_tokens,
+            sections,
+            summarizer_context_tokens,
+            warn_after_compactions,
+            mask_after_messages,
+            mask_exempt_tools,
+            extraction,
+        } = self;
+        CompactionConfig {
+            enabled: enabled.unwrap_or(base.enabled),
+            sleep_threshold: sleep_threshold.unwrap_or(base.sleep_threshold),
+            emergency_threshold: emergency_threshold.unwrap_or(base.emergency_threshold),
+            max_context_tokens: max_context_tokens.unwrap_or(base.max_context_tokens),
+            preserve_messages: preserve_messages.unwrap_or(base.preserve_messages),
+            preserve_ratio: preserve_ratio.unwrap_or(base.preserve_ratio),
+            head_size: head_size.unwrap_or(base.head_size),
+            min_compact_batch: min_compact_batch.unwrap_or(base.min_compact_batch),
+            compact_model: compact_model
+                .clone()
+                .unwrap_or_else(|| base.compact_model.clone()),
+            compact_prompt: compact_prompt
+                .clone()
+                .unwrap_or_else(|| base.compact_prompt.clone()),
+            summary_max_tokens: summary_max_tokens.unwrap_or(base.summary_max_tokens),
+            sections: sections.unwrap_or(base.sections),
+            summarizer_context_tokens: summarizer_context_tokens
+                .unwrap_or(base.summarizer_context_tokens),
+            warn_after_compactions: warn_after_compactions.unwrap_or(base.warn_after_compactions),
+            mask_after_messages: mask_after_messages.unwrap_or(base.mask_after_messages),
+            mask_exempt_tools: mask_exempt_tools
+                .clone()
+                .unwrap_or_else(|| base.mask_exempt_tools.clone()),
+            extraction: extraction.unwrap_or(base.extraction),
+        }
+    }
+
+    /// Whether this layer sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set_fields().is_empty()
+    }
+
+    /// The names of the fields this layer sets, e.g. `["sleep_threshold"]`.
+    pub fn set_fields(&self) -> Vec<&'static str> {
+        let CompactionOverrides {
+            enabled,
+            sleep_threshold,
+            emergency_threshold,
+            max_context_tokens,
+            preserve_messages,
+            preserve_ratio,
+            head_size,
+            min_compact_batch,
+            compact_model,
+            compact_prompt,
+            summary_max_tokens,
+            sections,
+            summarizer_context_tokens,
+            warn_after_compactions,
+            mask_after_messages,
+            mask_exempt_tools,
+            extraction,
+        } = self;
+        [
+            ("enabled", enabled.is_some()),
+            ("sleep_threshold", sleep_threshold.is_some()),
+            ("emergency_threshold", emergency_threshold.is_some()),
+            ("max_context_tokens", max_context_tokens.is_some()),
+            ("preserve_messages", preserve_messages.is_some()),
+            ("preserve_ratio", preserve_ratio.is_some()),
+            ("head_size", head_size.is_some()),
+            ("min_compact_batch", min_compact_batch.is_some()),
+            ("compact_model", compact_model.is_some()),
+            ("compact_prompt", compact_prompt.is_some()),
+            ("summary_max_tokens", summary_max_tokens.is_some()),
+            ("sections", sections.is_some()),
+            (
+                "summarizer_context_tokens",
+                summarizer_context_tokens.is_some(),
+            ),
+            ("warn_after_compactions", warn_after_compactions.is_some()),
+            ("mask_after_messages", mask_after_messages.is_some()),
+            ("mask_exempt_tools", mask_exempt_tools.is_some()),
+            ("extraction", extraction.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+impl MemoryOverrides {
+    /// Lays `other` over `self`: every field `other` sets wins, the others are kept.
+    pub fn merge(&mut self, other: MemoryOverrides) {
+        let MemoryOverrides {
+            min_importance,
+            importance,
+            reflection_threshold,
+            working_facts,
+            working_archive,
+        } = other;
+        lay(&mut self.min_importance, min_importance);
+        lay(&mut self.importance, importance);
+        lay(&mut self.reflection_threshold, reflection_threshold);
+        lay(&mut self.working_facts, working_facts);
+        lay(&mut self.working_archive, working_archive);
+    }
+
+    /// `base` with every field this layer sets replaced. Not validated: resolution validates.
+    pub fn apply(&self, base: &MemoryConfig) -> MemoryConfig {
+        let MemoryOverrides {
+            min_importance,
+            importance,
+            reflection_threshold,
+            working_facts,
+            working_archive,
+        } = self;
+        MemoryConfig {
+            min_importance: min_importance.unwrap_or(base.min_importance),
+            importance: importance.unwrap_or(base.importance),
+            reflection_threshold: reflection_threshold.unwrap_or(base.reflection_threshold),
+            working_facts: working_facts.unwrap_or(base.working_facts),
+            working_archive: working_archive.unwrap_or(base.working_archive),
+        }
+    }
+
+    /// Whether this layer sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set_fields().is_empty()
+    }
+
+    /// The names of the fields this layer sets, e.g. `["min_importance"]`.
+    pub fn set_fields(&self) -> Vec<&'static str> {
+        let MemoryOverrides {
+            min_importance,
+            importance,
+            reflection_threshold,
+            working_facts,
+            working_archive,
+        } = self;
+        [
+            ("min_importance", min_importance.is_some()),
+            ("importance", importance.is_some()),
+            ("reflection_threshold", reflection_threshold.is_some()),
+            ("working_facts", working_facts.is_some()),
+            ("working_archive", working_archive.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+impl AgentOverrides {
+    /// Lays `other` over `self` (a later layer over an earlier one): every field `other` sets wins,
+    /// field by field, down into `compaction` and `memory`; the others are kept.
+    pub fn merge(&mut self, other: AgentOverrides) {
+        let AgentOverrides {
+            persona,
+            model,
+            tick_every,
+            sleep_every,
+            sleep_jitter,
+            tool_timeout,
+            compaction,
+            memory,
+        } = other;
+        lay(&mut self.persona, persona);
+        lay(&mut self.model, model);
+        lay(&mut self.tick_every, tick_every);
+        lay(&mut self.sleep_every, sleep_every);
+        lay(&mut self.sleep_jitter, sleep_jitter);
+        lay(&mut self.tool_timeout, tool_timeout);
+        self.compaction.merge(compaction);
+        self.memory.merge(memory);
+    }
+
+    /// Whether this layer sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.set_fields().is_empty()
+    }
+
+    /// The key paths, relative to the agent, of the fields this layer sets, e.g. `["model",
+    /// "compaction.sleep_threshold"]`.
+    pub fn set_fields(&self) -> Vec<String> {
+        let AgentOverrides {
+            persona,
+            model,
+            tick_every,
+            sleep_every,
+            sleep_jitter,
+            tool_timeout,
+            compaction,
+            memory,
+        } = self;
+        let top = [
+            ("persona", persona.is_some()),
+            ("model", model.is_some()),
+            ("tick_every", tick_every.is_some()),
+            ("sleep_every", sleep_every.is_some()),
+            ("sleep_jitter", sleep_jitter.is_some()),
+            ("tool_timeout", tool_timeout.is_some()),
+        ];
+        top.into_iter()
+            .filter(|&(_, set)| set)
+            .map(|(name, _)| name.to_string())
+            .chain(
+                compaction
+                    .set_fields()
+                    .into_iter()
+                    .map(|f| format!("compaction.{f}")),
+            )
+            .chain(
+                memory
+                    .set_fields()
+                    .into_iter()
+                    .map(|f| format!("memory.{f}")),
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::SectionCaps;
+    use super::*;
+
+    #[test]
+    fn merge_later_layer_wins_field_by_field() {
+        let mut low = AgentOverrides {
+            persona: Some("low persona".into()),
+            model: Some("low-model".into()),
+            tick_every: Some(Duration::from_secs(2)),
+            compaction: CompactionOverrides {
+                sleep_threshold: Some(0.5),
+                max_context_tokens: Some(4096),
+                ..Default::default()
+            },
+            memory: MemoryOverrides {
+                min_importance: Some(4),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let high = AgentOverrides {
+            model: Some("high-model".into()),
+            sleep_every: Some(Duration::from_secs(60)),
+            compaction: CompactionOverrides {
+                sleep_threshold: Some(0.6),
+                emergency_threshold: Some(0.9),
+                ..Default::default()
+            },
+            memory: MemoryOverrides {
+                working_facts: Some(9),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        low.merge(high);
+        // Set by the higher layer: it wins.
+        assert_eq!(low.model.as_deref(), Some("high-model"));
+        assert_eq!(low.sleep_every, Some(Duration::from_secs(60)));
+        assert_eq!(low.compaction.sleep_threshold, Some(0.6));
+        assert_eq!(low.compaction.emergency_threshold, Some(0.9));
+        assert_eq!(low.memory.working_facts, Some(9));
+        // Left unset by the higher layer: the lower layer's value stays.
+        assert_eq!(low.persona.as_deref(), Some("low persona"));
+        assert_eq!(low.tick_every, Some(Duration::from_secs(2)));
+        assert_eq!(low.compaction.max_context_tokens, Some(4096));
+        assert_eq!(low.memory.min_importance, Some(4));
+        // Unset in both: still unset.
+        assert_eq!(low.tool_timeout, None);
+        assert_eq!(low.compaction.head_size, None);
+    }
+
+    #[test]
+    fn merging_an_empty_layer_changes_nothing() {
+        let mut layer = AgentOverrides {
+            persona: Some("p".into()),
+            compaction: CompactionOverrides {
+                sections: Some(SectionCaps::default()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let before = layer.clone();
+        layer.merge(AgentOverrides::default());
+        assert_eq!(layer, before);
+        assert!(AgentOverrides::default().is_empty());
+        assert!(!layer.is_empty());
+    }
+
+    #[test]
+    fn apply_replaces_only_what_is_set() {
+        let base = CompactionConfig::default();
+        let layer = CompactionOverrides {
+            enabled: Some(false),
+            mask_exempt_tools: Some(vec!["give_item".into()]),
+            compact_prompt: Some("Summarize.".into()),
+            ..Default::default()
+        };
+        let applied = layer.apply(&base);
+        assert_eq!(
+            applied,
+            CompactionConfig {
+                enabled: false,
+                mask_exempt_tools: vec!["give_item".into()],
+                compact_prompt: "Summarize.".into(),
+                ..base.clone()
+            }
+        );
+        assert_eq!(CompactionOverrides::default().apply(&base), base);
+        let memory = MemoryOverrides {
+            reflection_threshold: Some(0),
+            ..Default::default()
+        }
+        .apply(&MemoryConfig::default());
+        assert_eq!(memory.reflection_threshold, 0);
+        assert_eq!(
+            memory.min_importance,
+            MemoryConfig::default().min_importance
+        );
+    }
+
+    #[test]
+    fn set_fields_name_keys_relative_to_the_agent() {
+        let layer = AgentOverrides {
+            model: Some("m".into()),
+            compaction: CompactionOverrides {
+                sleep_threshold: Some(0.5),
+                ..Default::default()
+            },
+            memory: MemoryOverrides {
+                importance: Some(super::super::Scorer::Llm),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            layer.set_fields(),
+            ["model", "compaction.sleep_threshold", "memory.importance"]
+        );
+    }
+}

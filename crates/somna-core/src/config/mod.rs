@@ -1,0 +1,447 @@
+//! Configuration: runtime.toml's typed structs, layered overrides and the resolved per-agent config.
+//!
+//! Layers, lowest first: built-in defaults → `[defaults]` / `[defaults.compaction]` → each
+//! `[[agents]]` entry's overrides → run-time changes through the API (persisted in the agent's
+//! `AgentRecord.overrides`). CLI/env overrides (`key.path=value`) are merged into the parsed document
+//! before any of this, so they can change any key of any layer. The result, [`AgentConfig`], has no
+//! `Option` left.
+//!
+//! - this module: the agreed types: the resolved [`AgentConfig`], [`CompactionConfig`],
+//!   [`MemoryConfig`], [`LlmConfig`], [`StoreConfig`], [`RuntimeSection`], the override types
+//!   ([`AgentOverrides`], [`CompactionOverrides`], [`MemoryOverrides`]) and their built-in defaults.
+//! - `file`: [`RuntimeConfig`], the raw file (`deny_unknown_fields` everywhere), [`DefaultsSection`],
+//!   [`AgentEntry`], and parsing that reports every unknown key and wrong type at once.
+//! - `overrides`: `key.path=value` overrides merged into the document, and [`overrides_from_env`].
+//! - `layers`: `merge` (a later layer wins, field by field) and `apply` of the override types.
+//! - `resolve`: [`ResolvedConfig`] and [`AgentDefaults`]: layering plus validation.
+//! - `validate`: the checks, which collect every error rather than stopping at the first.
+//! - `source`: the line of each key in the file, so that late errors can name it.
+//! - `error`: [`ConfigError`] (file, key, line, why) and [`ConfigErrors`].
+//!
+//! Nothing here reads a file or the environment: callers pass the text and the file's name.
+//! docs/configuration.md describes every key.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::id::AgentId;
+
+mod error;
+mod file;
+mod layers;
+mod overrides;
+mod resolve;
+mod source;
+mod validate;
+
+pub use error::{ConfigError, ConfigErrors, Result};
+pub use file::{AgentEntry, DefaultsSection, RuntimeConfig};
+pub use overrides::{ENV_PREFIX, overrides_from_env};
+pub use resolve::{AgentDefaults, ResolvedConfig};
+
+/// The persona an agent gets when neither `[defaults]` nor its own entry sets one.
+pub const DEFAULT_PERSONA: &str = "You are a helpful assistant. Answer plainly and briefly, say so \
+when you do not know something, and keep track of what people tell you.";
+
+/// Names of the tools the runtime itself gives every agent; host-defined tools may not reuse them.
+pub const BUILTIN_TOOLS: &[&str] = &["journal_add", "recall"];
+
+/// The smallest `max_context_tokens` (and `summarizer_context_tokens`) accepted.
+pub const MIN_CONTEXT_TOKENS: u32 = 256;
+
+/// Caps, in tokens, of each section of a compaction summary.
+///
+/// In a file, a `sections` table replaces the lower layer's caps as a whole; caps it does not name
+/// take their built-in defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SectionCaps {
+    /// What the conversation was about and how it moved.
+    pub topic_arc: u32,
+    /// What was decided or agreed.
+    pub decisions: u32,
+    /// What is still open: promises, questions, tasks.
+    pub pending: u32,
+    /// What the agent learned about the people it talks to.
+    pub user_facts: u32,
+    /// Items, places, documents and other things referred to.
+    pub artifacts: u32,
+}
+
+impl SectionCaps {
+    /// The sum of the caps, which must not exceed `summary_max_tokens`.
+    pub fn total(&self) -> u64 {
+        u64::from(self.topic_arc)
+            + u64::from(self.decisions)
+            + u64::from(self.pending)
+            + u64::from(self.user_facts)
+            + u64::from(self.artifacts)
+    }
+}
+
+impl Default for SectionCaps {
+    fn default() -> Self {
+        SectionCaps {
+            topic_arc: 400,
+            decisions: 300,
+            pending: 300,
+            user_facts: 300,
+            artifacts: 200,
+        }
+    }
+}
+
+/// How notable facts and importance scores are produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Scorer {
+    /// Deterministic keyword/shape heuristics, no LLM call.
+    #[default]
+    Heuristic,
+    /// Ask the LLM.
+    Llm,
+}
+
+/// The resolved compaction settings of one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionConfig {
+    /// `false` turns off sleep and emergency compaction; manual still works.
+    pub enabled: bool,
+    /// Usage (0–1] at or above which a Sleep compacts.
+    pub sleep_threshold: f64,
+    /// Usage (0–1] at or above which a tick compacts at once; above `sleep_threshold`.
+    pub emergency_threshold: f64,
+    /// The model's context window, in tokens.
+    pub max_context_tokens: u32,
+    /// Keep at least this many recent messages verbatim.
+    pub preserve_messages: u32,
+    /// Keep at least this fraction of `max_context_tokens` of recent messages verbatim.
+    pub preserve_ratio: f64,
+    /// The first `head_size` messages are pinned and never compacted.
+    pub head_size: u32,
+    /// Skip a compaction whose body has fewer messages than this, unless forced.
+    pub min_compact_batch: u32,
+    /// The summarizer's model; empty means the agent's model (an [`AgentConfig`] never holds an
+    /// empty one: resolution fills in the agent's model).
+    pub compact_model: String,
+    /// The summarizer's instructions; empty means the engine's built-in default prompt.
+    pub compact_prompt: String,
+    /// Cap on the whole summary, in tokens.
+    pub summary_max_tokens: u32,
+    /// Cap on each summary section.
+    pub sections: SectionCaps,
+    /// The summarizer's context window, in tokens (the request must fit in it).
+    pub summarizer_context_tokens: u32,
+    /// After this many compactions, warn that accuracy may degrade.
+    pub warn_after_compactions: u32,
+    /// Tool outputs older than this many messages (counted from the end) are masked.
+    pub mask_after_messages: u32,
+    /// Tool outputs of these tools are never masked.
+    pub mask_exempt_tools: Vec<String>,
+    /// How pre-compaction extraction finds notable facts.
+    pub extraction: Scorer,
+}
+
+impl Default for CompactionConfig {
+    /// The built-in defaults (see docs/configuration.md).
+    fn default() -> Self {
+        CompactionConfig {
+            enabled: true,
+            sleep_threshold: 0.70,
+            emergency_threshold: 0.80,
+            max_context_tokens: 8192,
+            preserve_messages: 20,
+            preserve_ratio: 0.20,
+            head_size: 0,
+            min_compact_batch: 5,
+            compact_model: String::new(),
+            compact_prompt: String::new(),
+            summary_max_tokens: 1500,
+            sections: SectionCaps::default(),
+            summarizer_context_tokens: 8192,
+            warn_after_compactions: 3,
+            mask_after_messages: 10,
+            mask_exempt_tools: Vec::new(),
+            extraction: Scorer::Heuristic,
+        }
+    }
+}
+
+/// The resolved memory/sleep settings of one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryConfig {
+    /// Consolidation considers journal entries at or above this importance (1–10).
+    pub min_importance: u8,
+    /// How importance is scored.
+    pub importance: Scorer,
+    /// Write reflections when the importance accumulated since the last one passes this; 0 turns
+    /// reflection off.
+    pub reflection_threshold: u32,
+    /// How many memory facts the working context carries.
+    pub working_facts: u32,
+    /// How many archived messages the working context carries.
+    pub working_archive: u32,
+}
+
+impl Default for MemoryConfig {
+    /// The built-in defaults (see docs/configuration.md).
+    fn default() -> Self {
+        MemoryConfig {
+            min_importance: 3,
+            importance: Scorer::Heuristic,
+            reflection_threshold: 50,
+            working_facts: 5,
+            working_archive: 3,
+        }
+    }
+}
+
+/// A tool the host program defines; calls to it are handed to the host as events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The name the model calls it by: 1–64 characters from `[A-Za-z0-9_-]`, not a builtin's name.
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments, as a JSON string. A file may also write it as a TOML table,
+    /// which is converted to JSON.
+    #[serde(
+        default = "ToolSpec::default_parameters",
+        deserialize_with = "parameters_as_json"
+    )]
+    pub parameters: String,
+}
+
+impl ToolSpec {
+    fn default_parameters() -> String {
+        r#"{"type":"object","properties":{}}"#.to_string()
+    }
+}
+
+/// Reads `parameters` as a JSON string, or as a table (TOML) / object (JSON) turned into one.
+fn parameters_as_json<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Parameters {
+        Text(String),
+        Schema(serde_json::Value),
+    }
+    match Parameters::deserialize(deserializer)? {
+        Parameters::Text(text) => Ok(text),
+        Parameters::Schema(value) => Ok(value.to_string()),
+    }
+}
+
+/// Config changes of one agent; every field optional. Used for `[defaults.compaction]`,
+/// `[[agents]]` entries, CLI overrides and run-time changes (persisted in `AgentRecord`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionOverrides {
+    /// See [`CompactionConfig::enabled`].
+    pub enabled: Option<bool>,
+    /// See [`CompactionConfig::sleep_threshold`].
+    pub sleep_threshold: Option<f64>,
+    /// See [`CompactionConfig::emergency_threshold`].
+    pub emergency_threshold: Option<f64>,
+    /// See [`CompactionConfig::max_context_tokens`].
+    pub max_context_tokens: Option<u32>,
+    /// See [`CompactionConfig::preserve_messages`].
+    pub preserve_messages: Option<u32>,
+    /// See [`CompactionConfig::preserve_ratio`].
+    pub preserve_ratio: Option<f64>,
+    /// See [`CompactionConfig::head_size`].
+    pub head_size: Option<u32>,
+    /// See [`CompactionConfig::min_compact_batch`].
+    pub min_compact_batch: Option<u32>,
+    /// See [`CompactionConfig::compact_model`]; `""` means the agent's model.
+    pub compact_model: Option<String>,
+    /// See [`CompactionConfig::compact_prompt`]; `""` means the built-in prompt.
+    pub compact_prompt: Option<String>,
+    /// See [`CompactionConfig::summary_max_tokens`].
+    pub summary_max_tokens: Option<u32>,
+    /// See [`CompactionConfig::sections`]; replaces the lower layer's caps as a whole.
+    pub sections: Option<SectionCaps>,
+    /// See [`CompactionConfig::summarizer_context_tokens`].
+    pub summarizer_context_tokens: Option<u32>,
+    /// See [`CompactionConfig::warn_after_compactions`].
+    pub warn_after_compactions: Option<u32>,
+    /// See [`CompactionConfig::mask_after_messages`].
+    pub mask_after_messages: Option<u32>,
+    /// See [`CompactionConfig::mask_exempt_tools`]; replaces the lower layer's list.
+    pub mask_exempt_tools: Option<Vec<String>>,
+    /// See [`CompactionConfig::extraction`].
+    pub extraction: Option<Scorer>,
+}
+
+/// Memory overrides; every field optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryOverrides {
+    /// See [`MemoryConfig::min_importance`].
+    pub min_importance: Option<u8>,
+    /// See [`MemoryConfig::importance`].
+    pub importance: Option<Scorer>,
+    /// See [`MemoryConfig::reflection_threshold`].
+    pub reflection_threshold: Option<u32>,
+    /// See [`MemoryConfig::working_facts`].
+    pub working_facts: Option<u32>,
+    /// See [`MemoryConfig::working_archive`].
+    pub working_archive: Option<u32>,
+}
+
+/// Per-agent changes over the defaults; every field optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentOverrides {
+    /// See [`AgentConfig::persona`].
+    pub persona: Option<String>,
+    /// See [`AgentConfig::model`].
+    pub model: Option<String>,
+    /// See [`AgentConfig::tick_every`].
+    #[serde(with = "humantime_serde")]
+    pub tick_every: Option<Duration>,
+    /// See [`AgentConfig::sleep_every`].
+    #[serde(with = "humantime_serde")]
+    pub sleep_every: Option<Duration>,
+    /// See [`AgentConfig::sleep_jitter`].
+    #[serde(with = "humantime_serde")]
+    pub sleep_jitter: Option<Duration>,
+    /// See [`AgentConfig::tool_timeout`].
+    #[serde(with = "humantime_serde")]
+    pub tool_timeout: Option<Duration>,
+    /// Compaction changes.
+    pub compaction: CompactionOverrides,
+    /// Memory changes.
+    pub memory: MemoryOverrides,
+}
+
+/// Which LLM provider serves the agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Offline, deterministic: extractive summaries and a scripted agent brain.
+    #[default]
+    Builtin,
+    /// Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp's server).
+    Openai,
+}
+
+impl Provider {
+    /// The name used in runtime.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Builtin => "builtin",
+            Provider::Openai => "openai",
+        }
+    }
+}
+
+/// The resolved `[llm]` section (also its raw form: every key has a built-in default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// Which provider serves the agents.
+    pub provider: Provider,
+    /// The default model of every agent.
+    pub model: String,
+    /// The server's base URL (for `openai`), e.g. `http://127.0.0.1:8089/v1`.
+    pub base_url: String,
+    /// The environment variable that holds the API key (never the key itself); empty for none.
+    pub api_key_env: String,
+    /// How long one request may take before it counts as failed.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Retries after a failed request (429, 5xx, connection errors), with backoff.
+    pub max_retries: u32,
+    /// Global cap on LLM requests in flight.
+    pub max_concurrent: u32,
+}
+
+impl Default for LlmConfig {
+    /// The built-in defaults: the offline builtin provider.
+    fn default() -> Self {
+        LlmConfig {
+            provider: Provider::Builtin,
+            model: "builtin".to_string(),
+            base_url: String::new(),
+            api_key_env: String::new(),
+            timeout: Duration::from_secs(60),
+            max_retries: 3,
+            max_concurrent: 8,
+        }
+    }
+}
+
+/// The resolved `[store]` section (also its raw form: every key has a built-in default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// The sled database directory (relative paths are relative to the config file's directory).
+    pub path: PathBuf,
+    /// sled's background flush interval.
+    #[serde(with = "humantime_serde")]
+    pub flush_every: Duration,
+}
+
+impl Default for StoreConfig {
+    /// The built-in defaults: `./data`, flushed every 500 ms.
+    fn default() -> Self {
+        StoreConfig {
+            path: PathBuf::from("data"),
+            flush_every: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The resolved `[runtime]` section (also its raw form: every key has a built-in default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// Arbiters (threads) hosting agents; 0 means one per core.
+    pub arbiters: u32,
+    /// Cap on agents sleeping at once.
+    pub max_concurrent_sleeps: u32,
+}
+
+impl Default for RuntimeSection {
+    /// The built-in defaults: one arbiter per core, four sleeps at once.
+    fn default() -> Self {
+        RuntimeSection {
+            arbiters: 0,
+            max_concurrent_sleeps: 4,
+        }
+    }
+}
+
+/// The fully resolved config of one agent: no `Option` left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    /// The agent's id.
+    pub id: AgentId,
+    /// The agent's system prompt.
+    pub persona: String,
+    /// The model that serves the agent's turns.
+    pub model: String,
+    /// How often the agent's loop runs (emergency check, pending input, maybe an LLM call).
+    #[serde(with = "humantime_serde")]
+    pub tick_every: Duration,
+    /// How often the agent sleeps (consolidation, then compaction at the sleep threshold).
+    #[serde(with = "humantime_serde")]
+    pub sleep_every: Duration,
+    /// Up to this much random delay is added to each sleep, so agents do not sleep at once.
+    #[serde(with = "humantime_serde")]
+    pub sleep_jitter: Duration,
+    /// How long a host-defined tool call may wait for the host's result.
+    #[serde(with = "humantime_serde")]
+    pub tool_timeout: Duration,
+    /// Compaction settings.
+    pub compaction: CompactionConfig,
+    /// Memory and sleep settings.
+    pub memory: MemoryConfig,
+    /// Host-defined tools this agent may call.
+    pub tools: Vec<ToolSpec>,
+}

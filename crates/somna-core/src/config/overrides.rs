@@ -1,0 +1,312 @@
+//! `key.path=value` overrides (from the CLI or the environment), merged into the parsed document
+//! before it is deserialized.
+//!
+//! A key path is dotted keys, where an array (only `agents` in practice) is indexed by position or
+//! by the `id` of its element: `agents.1.model`, `agents[1].model`, `agents.bard.model` and
+//! `agents[bard].model` all name the same key when `bard` is the second agent. The value is read as
+//! a TOML value (`0.6`, `true`, `"text"`, `["a", "b"]`, `{ a = 1 }`) and, when it is not one, taken
+//! as a plain string (`openai`, `6h`, `gpt-4o-mini`).
+
+use toml::{Table, Value};
+
+use super::source::{SourceMap, join_key};
+
+/// Environment variables starting with this prefix are read as overrides by
+/// [`overrides_from_env`]: `SOMNA__LLM__PROVIDER=openai` is `llm.provider=openai`.
+pub const ENV_PREFIX: &str = "SOMNA__";
+
+/// Turns environment variables into `key.path=value` overrides: those named `SOMNA__…` are kept,
+/// the rest of the name is lower-cased and `__` separates keys (`SOMNA__DEFAULTS__COMPACTION__
+/// SLEEP_THRESHOLD=0.6` is `defaults.compaction.sleep_threshold=0.6`). The result is sorted by key
+/// so that it does not depend on the environment's order.
+///
+/// The caller reads the environment (somna-core does no IO) and passes, for example,
+/// `std::env::vars()`.
+pub fn overrides_from_env<I, K, V>(vars: I) -> Vec<String>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut found: Vec<(String, String)> = vars
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let rest = name.as_ref().strip_prefix(ENV_PREFIX)?;
+            let parts: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+            if parts.iter().any(String::is_empty) {
+                return None;
+            }
+            Some((parts.join("."), value.as_ref().to_string()))
+        })
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect()
+}
+
+/// Why an override could not be applied: the key as written and the reason.
+#[derive(Debug)]
+pub(crate) struct OverrideError {
+    pub(crate) key: String,
+    pub(crate) message: String,
+}
+
+/// Applies one `key.path=value` to `root` and records the key as overridden in `source`.
+pub(crate) fn apply_override(
+    root: &mut Table,
+    spec: &str,
+    source: &mut SourceMap,
+) -> Result<(), OverrideError> {
+    let fail = |key: &str, reason: String| OverrideError {
+        key: key.to_string(),
+        message: format!("cannot apply override `{spec}`: {reason}"),
+    };
+    let Some((key, raw)) = spec.split_once('=') else {
+        return Err(fail(spec.trim(), "expected `key.path=value`".to_string()));
+    };
+    let key = key.trim();
+    let Some(segments) = parse_key_path(key) else {
+        return Err(fail(
+            key,
+            "the key path must be dotted keys, e.g. `defaults.compaction.sleep_threshold`"
+                .to_string(),
+        ));
+    };
+    let raw = raw.trim();
+    let value = raw
+        .parse::<Value>()
+        .unwrap_or_else(|_| Value::String(raw.to_string()));
+    let mut path = String::new();
+    set_in_table(root, &segments, value, &mut path).map_err(|reason| fail(key, reason))?;
+    source.mark_overridden(path);
+    Ok(())
+}
+
+/// Splits `a.b[c].d` into `["a", "b", "c", "d"]`; brackets may hold dots (`agents[npc.v2]`).
+fn parse_key_path(key: &str) -> Option<Vec<String>> {
+    let mut segments = Vec::new();
+    let mut current = String::new();
+    // Whether a segment just ended with `]`, so a `.` or `[` may follow without a name before it.
+    let mut after_bracket = false;
+    let mut chars = key.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '.' => {
+                if current.is_empty() && !after_bracket {
+                    return None;
+                }
+                if !current.is_empty() {
+                    segments.push(std::mem::take(&mut current));
+                }
+                after_bracket = false;
+            }
+            '[' => {
+                if !current.is_empty() {
+                    segments.push(std::mem::take(&mut current));
+                } else if segments.is_empty() {
+                    return None;
+                }
+                let mut inner = String::new();
+                let mut closed = false;
+                for c in chars.by_ref() {
+                    if c == ']' {
+                        closed = true;
+                        break;
+                    }
+                    inner.push(c);
+                }
+                if !closed || inner.trim().is_empty() {
+                    return None;
+                }
+                segments.push(inner.trim().to_string());
+                after_bracket = true;
+            }
+            ']' => return None,
+            c if c.is_whitespace() => return None,
+            c => {
+                if after_bracket {
+                    return None;
+                }
+                current.push(c);
+            }
+        }
+    }
+    if !current.is_empty() {
+        segments.push(current);
+    } else if !after_bracket {
+        return None;
+    }
+    Some(segments)
+}
+
+fn set_in_table(
+    table: &mut Table,
+    segments: &[String],
+    value: Value,
+    path: &mut String,
+) -> Result<(), String> {
+    let Some((first, rest)) = segments.split_first() else {
+        return Err("empty key path".to_string());
+    };
+    *path = join_key(path, first);
+    if rest.is_empty() {
+        table.insert(first.clone(), value);
+        return Ok(());
+    }
+    let child = table
+        .entry(first.clone())
+        .or_insert_with(|| Value::Table(Table::new()));
+    set_in_value(child, rest, value, path)
+}
+
+fn set_in_value(
+    node: &mut Value,
+    segments: &[String],
+    value: Value,
+    path: &mut String,
+) -> Result<(), String> {
+    match node {
+        Value::Table(table) => set_in_table(table, segments, value, path),
+        Value::Array(items) => {
+            let Some((first, rest)) = segments.split_first() else {
+                return Err("empty key path".to_string());
+            };
+            let index = match first.parse::<usize>() {
+                Ok(i) if i < items.len() => i,
+                Ok(i) => {
+                    return Err(format!(
+                        "`{path}` has {} entries, there is no index {i}",
+                        items.len()
+                    ));
+                }
+                Err(_) => items
+                    .iter()
+                    .position(|item| item.get("id").and_then(Value::as_str) == Some(first))
+                    .ok_or_else(|| format!("`{path}` has no entry with id `{first}`"))?,
+            };
+            path.push_str(&format!("[{index}]"));
+            match (rest.is_empty(), items.get_mut(index)) {
+                (true, Some(slot)) => {
+                    *slot = value;
+                    Ok(())
+                }
+                (false, Some(item)) => set_in_value(item, rest, value, path),
+                (_, None) => Err(format!("`{path}` does not exist")),
+            }
+        }
+        other => Err(format!("`{path}` is a {}, not a table", other.type_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(text: &str, spec: &str) -> Result<(Table, SourceMap), String> {
+        let mut table: Table = text.parse().unwrap();
+        let mut source = SourceMap::default();
+        apply_override(&mut table, spec, &mut source)
+            .map(|()| (table, source))
+            .map_err(|e| format!("{}: {}", e.key, e.message))
+    }
+
+    #[test]
+    fn key_paths() {
+        let parse = |k: &str| parse_key_path(k);
+        assert_eq!(parse("llm.provider").unwrap(), ["llm", "provider"]);
+        assert_eq!(
+            parse("agents[npc.v2].compaction.enabled").unwrap(),
+            ["agents", "npc.v2", "compaction", "enabled"]
+        );
+        assert_eq!(parse("agents[1][2]").unwrap(), ["agents", "1", "2"]);
+        for bad in [
+            "", ".a", "a.", "a..b", "[a]", "a[]", "a[b", "a]b", "a[b]c", "a b",
+        ] {
+            assert_eq!(parse(bad), None, "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn values_are_toml_or_plain_strings() {
+        let (table, _) = apply("", "defaults.compaction.sleep_threshold=0.6").unwrap();
+        assert_eq!(
+            table["defaults"]["compaction"]["sleep_threshold"].as_float(),
+            Some(0.6)
+        );
+        let (table, _) = apply("", "llm.provider = openai").unwrap();
+        assert_eq!(table["llm"]["provider"].as_str(), Some("openai"));
+        let (table, _) = apply("", "defaults.persona=\"Hi = there\"").unwrap();
+        assert_eq!(table["defaults"]["persona"].as_str(), Some("Hi = there"));
+        let (table, _) = apply("", "defaults.compaction.mask_exempt_tools=[\"a\", \"b\"]").unwrap();
+        assert_eq!(
+            table["defaults"]["compaction"]["mask_exempt_tools"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
+        let (table, _) = apply("", "defaults.compaction.compact_model=").unwrap();
+        assert_eq!(
+            table["defaults"]["compaction"]["compact_model"].as_str(),
+            Some("")
+        );
+    }
+
+    #[test]
+    fn agents_by_index_or_id() {
+        let text = "[[agents]]\nid = \"smith\"\n[[agents]]\nid = \"bard\"\n";
+        for spec in [
+            "agents.1.model=m",
+            "agents[1].model=m",
+            "agents.bard.model=m",
+            "agents[bard].model=m",
+        ] {
+            let (table, source) = apply(text, spec).unwrap();
+            assert_eq!(table["agents"][1]["model"].as_str(), Some("m"), "{spec}");
+            assert!(table["agents"][0].get("model").is_none(), "{spec}");
+            assert!(source.is_overridden("agents[1].model"), "{spec}");
+            assert!(!source.is_overridden("agents[0].model"), "{spec}");
+        }
+    }
+
+    #[test]
+    fn bad_targets_are_explained() {
+        let text = "[llm]\nmodel = \"m\"\n[[agents]]\nid = \"smith\"\n";
+        let err = apply(text, "llm.model.name=x").unwrap_err();
+        assert_eq!(
+            err,
+            "llm.model.name: cannot apply override `llm.model.name=x`: `llm.model` is a string, not a table"
+        );
+        let err = apply(text, "agents.bard.model=x").unwrap_err();
+        assert!(
+            err.contains("`agents` has no entry with id `bard`"),
+            "{err}"
+        );
+        let err = apply(text, "agents.3.model=x").unwrap_err();
+        assert!(
+            err.contains("`agents` has 1 entries, there is no index 3"),
+            "{err}"
+        );
+        let err = apply(text, "llm.provider").unwrap_err();
+        assert!(err.contains("expected `key.path=value`"), "{err}");
+    }
+
+    #[test]
+    fn env_vars_become_overrides() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("SOMNA__LLM__PROVIDER", "openai"),
+            ("SOMNA__DEFAULTS__COMPACTION__SLEEP_THRESHOLD", "0.6"),
+            ("SOMNA__", "ignored"),
+            ("SOMNA__LLM____X", "ignored"),
+        ];
+        assert_eq!(
+            overrides_from_env(vars),
+            [
+                "defaults.compaction.sleep_threshold=0.6",
+                "llm.provider=openai"
+            ]
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! The builtin provider: offline and deterministic. [`BuiltinClient`] answers every [`Purpose`]:
+//! summaries with the [`extractive`] summarizer, facts and scores with the heuristics in this module, and
+//! chat turns with a scripted agent brain (templates in persona, `journal_add` notes when offered).
+
+mod brain;
+pub mod extractive;
+mod facts;
+pub(crate) mod text;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use somna_core::Role;
+
+pub use brain::{JOURNAL_TOOL, NOTABLE_IMPORTANCE};
+pub use extractive::{Section, StructuredSummary, summarize};
+pub use facts::{
+    CONSOLIDATE_MIN_IMPORTANCE, EXTRACT_MIN_IMPORTANCE, consolidate, extract_facts, reflect,
+    score_importance,
+};
+pub use text::{estimate_tokens, stable_hash};
+
+use crate::client::LlmClient;
+use crate::error::LlmError;
+use crate::prompts;
+use crate::transcript::{self, Turn};
+use crate::types::{ChatMessage, ChatRequest, ChatResponse, Purpose, Usage};
+
+/// A token counter the builtin provider measures summaries with.
+pub type TokenCount = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
+
+/// The offline, deterministic [`LlmClient`]: the same request always gets the same answer.
+#[derive(Clone)]
+pub struct BuiltinClient {
+    /// Counts tokens for summary caps; `len/4` unless the runtime passes its `TokenCounter`.
+    count: TokenCount,
+}
+
+impl fmt::Debug for BuiltinClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuiltinClient").finish_non_exhaustive()
+    }
+}
+
+impl Default for BuiltinClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BuiltinClient {
+    /// A builtin client that counts tokens as `len/4`.
+    pub fn new() -> Self {
+        BuiltinClient {
+            count: Arc::new(estimate_tokens),
+        }
+    }
+
+    /// A builtin client that counts summary tokens with `count` (e.g. the runtime's tokenizer).
+    pub fn with_counter(count: TokenCount) -> Self {
+        BuiltinClient { count }
+    }
+
+    /// Answers `request` at once (the [`LlmClient::chat`] future just returns this).
+    pub fn respond(&self, request: &ChatRequest) -> ChatResponse {
+        let started = Instant::now();
+        let (text, tool_calls) = match request.purpose {
+            Purpose::Summarize => (self.summary(request), Vec::new()),
+            Purpose::Extract => {
+                let facts = extract_facts(&turns_of(request));
+                (fact_lines(facts.into_iter().map(|(f, _)| f)), Vec::new())
+            }
+            Purpose::Consolidate => (fact_lines(consolidate(&entries_of(request))), Vec::new()),
+            Purpose::Score => {
+                let text = request
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::User)
+                    .map(|m| prompts::text_of_score_request(&m.content))
+                    .unwrap_or("");
+                (score_importance(text).to_string(), Vec::new())
+            }
+            Purpose::Reflect => (reflect(&entries_of(request)), Vec::new()),
+            Purpose::Chat => brain::reply(request),
+        };
+        let prompt_tokens = request
+            .messages
+            .iter()
+            .map(|m| estimate_tokens(&m.content))
+            .sum();
+        let completion_tokens = estimate_tokens(&text)
+            + tool_calls
+                .iter()
+                .map(|c| estimate_tokens(&c.arguments))
+                .sum::<u32>();
+        tracing::debug!(
+            provider = "builtin",
+            purpose = %request.purpose,
+            prompt_tokens,
+            completion_tokens,
+            "builtin LLM answered"
+        );
+        ChatResponse {
+            text,
+            tool_calls,
+            usage: Some(Usage {
+                prompt_tokens,
+                completion_tokens,
+            }),
+            latency: started.elapsed(),
+            attempts: 1,
+            model: if request.model.is_empty() {
+                "builtin".to_string()
+            } else {
+                request.model.clone()
+            },
+        }
+    }
+
+    fn summary(&self, request: &ChatRequest) -> String {
+        let instructions: String = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let caps = prompts::parse_caps(&instructions).unwrap_or_default();
+        let max_tokens = request
+            .max_tokens
+            .unwrap_or(prompts::DEFAULT_SUMMARY_MAX_TOKENS);
+        summarize(&turns_of(request), &caps, max_tokens, &*self.count).render()
+    }
+}
+
+impl LlmClient for BuiltinClient {
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        let response = self.respond(&request);
+        Box::pin(async move { Ok(response) })
+    }
+
+    fn provider(&self) -> &str {
+        "builtin"
+    }
+}
+
+/// The turns a request is about: the framed transcript of the last message that holds one, else every
+/// non-system message as a turn.
+fn turns_of(request: &ChatRequest) -> Vec<Turn> {
+    if let Some(framed) = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| transcript::find(&m.content).is_some())
+    {
+        return transcript::parse(&framed.content);
+    }
+    request
+        .messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .enumerate()
+        .map(|(i, m)| turn_of(i as u64 + 1, m))
+        .collect()
+}
+
+fn turn_of(seq: u64, m: &ChatMessage) -> Turn {
+    Turn {
+        seq,
+        role: m.role,
+        name: m.name.clone(),
+        content: m.content.clone(),
+        tool_calls: m.tool_calls.clone(),
+        tool_call_id: m.tool_call_id.clone(),
+    }
+}
+
+/// Journal entries of a consolidation or reflection request: the bullet lines of the last user message
+/// (or its non-empty lines when it has no bullets).
+fn entries_of(request: &ChatRequest) -> Vec<String> {
+    let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::User) else {
+        return Vec::new();
+    };
+    let bullets = prompts::parse_fact_lines(&last.content);
+    if !bullets.is_empty() {
+        return bullets;
+    }
+    last.content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.ends_with(':'))
+        .map(str::to_string)
+        .collect()
+}
+
+fn fact_lines(facts: impl IntoIterator<Item = String>) -> String {
+    let lines: Vec<String> = facts.into_iter().map(|f| format!("- {f}")).collect();
+    if lines.is_empty() {
+        "(none)".to_string()
+    } else {
+        lines.join("\n")
+    }
+}

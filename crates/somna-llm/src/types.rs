@@ -1,0 +1,293 @@
+//! The request and response types of [`LlmClient`](crate::LlmClient): provider-neutral, serde-friendly.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use somna_core::config::ToolSpec;
+use somna_core::{Message, Role, ToolCall};
+
+/// What a request is for. A hint for logs, metrics and the builtin provider; it is not sent over the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// An agent's conversational turn.
+    #[default]
+    Chat,
+    /// A compaction summary of a framed transcript.
+    Summarize,
+    /// Pre-compaction extraction of notable facts from a framed transcript.
+    Extract,
+    /// Consolidation of journal entries into durable memory facts.
+    Consolidate,
+    /// An importance score (1–10) for one text.
+    Score,
+    /// A higher-level reflection over recent journal entries.
+    Reflect,
+}
+
+impl Purpose {
+    /// Every purpose, in a stable order.
+    pub const ALL: [Purpose; 6] = [
+        Purpose::Chat,
+        Purpose::Summarize,
+        Purpose::Extract,
+        Purpose::Consolidate,
+        Purpose::Score,
+        Purpose::Reflect,
+    ];
+
+    /// The snake_case name used in logs and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Chat => "chat",
+            Purpose::Summarize => "summarize",
+            Purpose::Extract => "extract",
+            Purpose::Consolidate => "consolidate",
+            Purpose::Score => "score",
+            Purpose::Reflect => "reflect",
+        }
+    }
+}
+
+impl fmt::Display for Purpose {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One message of a chat request, in the OpenAI chat shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text (may be empty for an assistant message that only calls tools).
+    pub content: String,
+    /// Optional participant name, e.g. which villager spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Function calls an assistant message requested.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool result: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    /// A message with `role` and `content` and nothing else.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// An assistant message that requests tool calls.
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        ChatMessage {
+            tool_calls: calls,
+            ..Self::new(Role::Assistant, content)
+        }
+    }
+
+    /// A tool result answering `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            tool_call_id: Some(call_id.into()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+
+    /// Sets the participant name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+impl From<&Message> for ChatMessage {
+    fn from(m: &Message) -> Self {
+        ChatMessage {
+            role: m.role,
+            content: m.content.clone(),
+            name: m.name.clone(),
+            tool_calls: m.tool_calls.clone(),
+            tool_call_id: m.tool_call_id.clone(),
+        }
+    }
+}
+
+impl From<Message> for ChatMessage {
+    fn from(m: Message) -> Self {
+        ChatMessage {
+            role: m.role,
+            content: m.content,
+            name: m.name,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+        }
+    }
+}
+
+/// One chat completion request.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The model name the server knows (ignored by the builtin provider except for echoing it back).
+    pub model: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Cap on the completion's tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature; `None` leaves the server's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// What the request is for (not sent over the wire).
+    #[serde(default)]
+    pub purpose: Purpose,
+}
+
+impl ChatRequest {
+    /// A chat request for `model` with `messages`, purpose [`Purpose::Chat`].
+    pub fn new(model: impl Into<String>, messages: Vec<ChatMessage>) -> Self {
+        ChatRequest {
+            model: model.into(),
+            messages,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the purpose.
+    pub fn with_purpose(mut self, purpose: Purpose) -> Self {
+        self.purpose = purpose;
+        self
+    }
+
+    /// Sets the completion's token cap.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Sets the sampling temperature.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Offers tools to the model.
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// True when a tool named `name` is offered.
+    pub fn offers_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.name == name)
+    }
+
+    /// The content of the first system message, if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|m| m.role == Role::System)
+            .map(|m| m.content.as_str())
+    }
+}
+
+/// Token usage that the server reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the prompt, as the server counted them (feeds token calibration).
+    pub prompt_tokens: u32,
+    /// Tokens of the completion.
+    pub completion_tokens: u32,
+}
+
+/// A successful chat completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The text of the first choice (may be empty when the model only calls tools).
+    pub text: String,
+    /// Tool calls the model requested.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage, when the server reported it.
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Wall time of the whole call: waiting for a concurrency slot, every attempt and every backoff.
+    pub latency: Duration,
+    /// How many HTTP attempts the call took (1 when the first one succeeded).
+    pub attempts: u32,
+    /// The model that answered, as the server named it.
+    pub model: String,
+}
+
+impl ChatResponse {
+    /// True when the model requested at least one tool call.
+    pub fn has_tool_calls(&self) -> bool {
+        !self.tool_calls.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_message_from_core_message_keeps_every_field() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "journal_add".into(),
+            arguments: "{}".into(),
+        };
+        let m = Message::assistant_calls("noting", vec![call.clone()]).with_name("Wren");
+        let c = ChatMessage::from(&m);
+        assert_eq!(c.role, Role::Assistant);
+        assert_eq!(c.content, "noting");
+        assert_eq!(c.name.as_deref(), Some("Wren"));
+        assert_eq!(c.tool_calls, vec![call]);
+        let t = ChatMessage::from(Message::tool_result("call_1", "ok"));
+        assert_eq!(t.tool_call_id.as_deref(), Some("call_1"));
+        assert_eq!(t.role, Role::Tool);
+    }
+
+    #[test]
+    fn request_helpers() {
+        let r = ChatRequest::new(
+            "m",
+            vec![
+                ChatMessage::system("You are Wren."),
+                ChatMessage::user("hi"),
+            ],
+        )
+        .with_purpose(Purpose::Summarize)
+        .with_max_tokens(10);
+        assert_eq!(r.system_prompt(), Some("You are Wren."));
+        assert_eq!(r.purpose.to_string(), "summarize");
+        assert!(!r.offers_tool("journal_add"));
+        assert_eq!(r.max_tokens, Some(10));
+    }
+}

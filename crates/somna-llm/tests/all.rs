@@ -1,0 +1,20 @@
+//! Integration tests of somna-llm, one binary: the OpenAI client over real HTTP against the stub server,
+//! the builtin provider, the summarizer acceptance test on the 200-turn fixture, and opt-in real-model
+//! tests (SOMNA_REAL_LLM=1).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+#[path = "all/builtin.rs"]
+mod builtin;
+#[path = "all/openai.rs"]
+mod openai;
+#[path = "all/real_llm.rs"]
+mod real_llm;
+#[path = "all/summarizer.rs"]
+mod summarizer;
+#[path = "all/transcript.rs"]
+mod transcript;

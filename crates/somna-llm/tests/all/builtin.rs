@@ -1,0 +1,328 @@
+//! The builtin provider through the `LlmClient` trait: every purpose, determinism, usage.
+
+use std::sync::Arc;
+
+use somna_core::config::{LlmConfig, Provider, SectionCaps, ToolSpec};
+use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
+use somna_llm::builtin::{JOURNAL_TOOL, estimate_tokens};
+use somna_llm::transcript::Turn;
+use somna_llm::{
+    BuiltinClient, ChatMessage, ChatRequest, LlmClient, Purpose, build_client, prompts,
+};
+use somna_testkit::transcript_200;
+
+fn builtin() -> Arc<dyn LlmClient> {
+    let cfg = LlmConfig {
+        provider: Provider::Builtin,
+        model: "builtin".into(),
+        base_url: String::new(),
+        api_key_env: String::new(),
+        timeout: std::time::Duration::from_secs(1),
+        max_retries: 0,
+        max_concurrent: 1,
+    };
+    build_client(&cfg, &|_| None).unwrap()
+}
+
+fn journal_tool() -> ToolSpec {
+    ToolSpec {
+        name: JOURNAL_TOOL.into(),
+        description: "Write a note in your journal".into(),
+        parameters: r#"{"type":"object","properties":{"content":{"type":"string"},"importance":{"type":"integer"}}}"#.into(),
+    }
+}
+
+fn chat(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
+    let mut all = vec![ChatMessage::system(
+        "You are Wren, the steward of Millbrook. Speak warmly.",
+    )];
+    all.extend(messages);
+    ChatRequest::new("npc", all).with_tools(tools)
+}
+
+#[tokio::test]
+async fn summarize_requests_get_the_extractive_summary() {
+    let messages = transcript_200().unwrap();
+    let caps = SectionCaps::default();
+    let request = prompts::summary_request("npc", &messages, &caps, 1500, "");
+    let response = builtin().chat(request.clone()).await.unwrap();
+    let turns: Vec<Turn> = messages.iter().map(Turn::from).collect();
+    let expected = summarize(&turns, &caps, 1500, &estimate_tokens);
+    assert_eq!(response.text, expected.render());
+    assert_eq!(StructuredSummary::parse(&response.text), expected);
+    assert_eq!(response.attempts, 1);
+    assert_eq!(response.model, "npc");
+    let usage = response.usage.unwrap();
+    let prompt: u32 = request
+        .messages
+        .iter()
+        .map(|m| estimate_tokens(&m.content))
+        .sum();
+    assert_eq!(usage.prompt_tokens, prompt);
+    assert_eq!(usage.completion_tokens, estimate_tokens(&response.text));
+}
+
+#[tokio::test]
+async fn caps_named_in_the_instructions_are_honoured() {
+    let messages = transcript_200().unwrap();
+    let caps = SectionCaps {
+        topic_arc: 120,
+        decisions: 90,
+        pending: 80,
+        user_facts: 60,
+        artifacts: 30,
+    };
+    let response = builtin()
+        .chat(prompts::summary_request("npc", &messages, &caps, 600, ""))
+        .await
+        .unwrap();
+    let summary = StructuredSummary::parse(&response.text);
+    for section in Section::ALL {
+        let tokens = estimate_tokens(&summary.section_body(section));
+        assert!(tokens <= section.cap(&caps), "{section:?}: {tokens}");
+        assert!(!summary.items(section).is_empty(), "{section:?} empty");
+    }
+    assert!(estimate_tokens(&response.text) <= 600);
+}
+
+#[tokio::test]
+async fn a_custom_counter_is_used_for_caps() {
+    // A counter that says every character is a token: the same caps hold far less text.
+    let client = BuiltinClient::with_counter(Arc::new(|s: &str| s.chars().count() as u32));
+    let messages = transcript_200().unwrap();
+    let response = client
+        .chat(prompts::summary_request(
+            "npc",
+            &messages,
+            &SectionCaps::default(),
+            1500,
+            "",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        response.text.chars().count() <= 1500,
+        "{}",
+        response.text.chars().count()
+    );
+}
+
+#[tokio::test]
+async fn chat_greets_in_persona_and_deterministically() {
+    let request = chat(
+        vec![ChatMessage::user("Hello there!").with_name("Mara")],
+        vec![journal_tool()],
+    );
+    let first = builtin().chat(request.clone()).await.unwrap();
+    let second = builtin().chat(request).await.unwrap();
+    assert_eq!(first.text, second.text);
+    assert!(first.text.contains("Mara"), "{}", first.text);
+    assert!(first.text.contains("Wren"), "{}", first.text);
+    assert!(first.tool_calls.is_empty());
+}
+
+#[tokio::test]
+async fn replies_vary_with_the_input() {
+    let mut seen = std::collections::BTreeSet::new();
+    for said in [
+        "The weather is fine today.",
+        "The mill wheel creaks again.",
+        "Bread smells good this morning.",
+        "The river is high after the rain.",
+        "Children are playing near the well.",
+    ] {
+        let r = builtin()
+            .chat(chat(vec![ChatMessage::user(said)], vec![]))
+            .await
+            .unwrap();
+        assert!(!r.text.is_empty());
+        seen.insert(r.text);
+    }
+    assert!(seen.len() >= 4, "{seen:?}");
+}
+
+#[tokio::test]
+async fn notable_news_becomes_a_journal_note_only_when_the_tool_is_offered() {
+    let said = "My name is Mara Fenwick and I am allergic to walnuts.";
+    let with_tool = builtin()
+        .chat(chat(
+            vec![ChatMessage::user(said).with_name("Mara")],
+            vec![journal_tool()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(with_tool.text, "");
+    assert_eq!(with_tool.tool_calls.len(), 1);
+    let call = &with_tool.tool_calls[0];
+    assert_eq!(call.name, JOURNAL_TOOL);
+    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap();
+    assert_eq!(args["content"], format!("Mara told me: {said}"));
+    let importance = args["importance"].as_u64().unwrap();
+    assert!((6..=10).contains(&importance), "{importance}");
+
+    let without = builtin()
+        .chat(chat(
+            vec![ChatMessage::user(said).with_name("Mara")],
+            vec![],
+        ))
+        .await
+        .unwrap();
+    assert!(without.tool_calls.is_empty());
+    assert!(!without.text.is_empty());
+
+    // Small talk is not noted, even with the tool offered.
+    let small = builtin()
+        .chat(chat(
+            vec![ChatMessage::user("Nice weather.")],
+            vec![journal_tool()],
+        ))
+        .await
+        .unwrap();
+    assert!(small.tool_calls.is_empty());
+}
+
+#[tokio::test]
+async fn after_a_tool_result_it_answers_in_text() {
+    let said = "I am moving to Eastmere next spring with my daughter Pip.";
+    let first = builtin()
+        .chat(chat(
+            vec![ChatMessage::user(said).with_name("Mara")],
+            vec![journal_tool()],
+        ))
+        .await
+        .unwrap();
+    let call = first.tool_calls[0].clone();
+    let request = chat(
+        vec![
+            ChatMessage::user(said).with_name("Mara"),
+            ChatMessage::assistant_calls("", vec![call.clone()]),
+            ChatMessage::tool_result(call.id.clone(), r#"{"ok":true,"entry_id":3}"#),
+        ],
+        vec![journal_tool()],
+    );
+    let answer = builtin().chat(request).await.unwrap();
+    assert!(answer.tool_calls.is_empty());
+    assert!(answer.text.contains("Mara"), "{}", answer.text);
+    assert!(
+        answer.text.contains("written that down") || answer.text.contains("Noted"),
+        "{}",
+        answer.text
+    );
+}
+
+#[tokio::test]
+async fn questions_are_answered_from_summaries_in_the_context() {
+    let summary = StructuredSummary {
+        user_facts: vec!["Mara: My name is Mara Fenwick.".into()],
+        decisions: vec![
+            "assistant: We decided the Harvest Festival will be held on the 14th of Brightmoon."
+                .into(),
+        ],
+        ..Default::default()
+    };
+    let context = vec![
+        ChatMessage::system(format!("[CONTEXT SUMMARY]\n{}", summary.render())),
+        ChatMessage::user("What is my name?"),
+    ];
+    let r = builtin().chat(chat(context, vec![])).await.unwrap();
+    assert_eq!(r.text, "You're Mara Fenwick, of course.");
+
+    let context = vec![
+        ChatMessage::system(format!("[CONTEXT SUMMARY]\n{}", summary.render())),
+        ChatMessage::user("When is the Harvest Festival held?"),
+    ];
+    let r = builtin().chat(chat(context, vec![])).await.unwrap();
+    assert!(r.text.contains("14th of Brightmoon"), "{}", r.text);
+
+    let r = builtin()
+        .chat(chat(
+            vec![ChatMessage::user(
+                "Who stole the silver bell from the tower?",
+            )],
+            vec![],
+        ))
+        .await
+        .unwrap();
+    assert!(!r.text.contains("14th"), "{}", r.text);
+}
+
+#[tokio::test]
+async fn extraction_consolidation_scores_and_reflections() {
+    let messages = transcript_200().unwrap();
+    let facts = builtin()
+        .chat(prompts::extract_request("npc", &messages))
+        .await
+        .unwrap();
+    let facts = prompts::parse_fact_lines(&facts.text);
+    assert!(
+        facts.iter().any(|f| f.contains("allergic to walnuts")),
+        "{facts:?}"
+    );
+    assert!(
+        facts.iter().any(|f| f.contains("14th of Brightmoon")),
+        "{facts:?}"
+    );
+
+    let entries = vec![
+        "Mara Fenwick is allergic to walnuts.".to_string(),
+        "Mara Fenwick is allergic to walnuts!".to_string(),
+        "ok".to_string(),
+        "Captain Hale doubled the night patrols on the North Pasture road because of wolves."
+            .to_string(),
+    ];
+    let consolidated = builtin()
+        .chat(prompts::consolidate_request("npc", &entries))
+        .await
+        .unwrap();
+    assert_eq!(
+        prompts::parse_fact_lines(&consolidated.text),
+        vec![
+            "Mara Fenwick is allergic to walnuts.",
+            "Captain Hale doubled the night patrols on the North Pasture road because of wolves."
+        ]
+    );
+
+    let low = builtin()
+        .chat(prompts::score_request("npc", "ok thanks"))
+        .await
+        .unwrap();
+    let high = builtin()
+        .chat(prompts::score_request(
+            "npc",
+            "We decided Mara Fenwick will run the bakery at the Old Mill.",
+        ))
+        .await
+        .unwrap();
+    let (low, high) = (
+        prompts::parse_score(&low.text).unwrap(),
+        prompts::parse_score(&high.text).unwrap(),
+    );
+    assert_eq!(low, 1);
+    assert!(high >= 6, "{high}");
+
+    let reflection = builtin()
+        .chat(prompts::reflect_request("npc", &entries))
+        .await
+        .unwrap();
+    assert!(
+        reflection.text.starts_with("Reflection: "),
+        "{}",
+        reflection.text
+    );
+    assert!(
+        reflection.text.contains("Mara Fenwick"),
+        "{}",
+        reflection.text
+    );
+    assert_eq!(
+        builtin()
+            .chat(
+                ChatRequest::new("npc", vec![ChatMessage::user("- ok")])
+                    .with_purpose(Purpose::Consolidate)
+            )
+            .await
+            .unwrap()
+            .text,
+        "(none)"
+    );
+}

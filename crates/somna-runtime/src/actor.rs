@@ -1,0 +1,255 @@
+//! `AgentActor`: the thin actix shell around an [`Agent`]. Handlers are a line or two; jobs run as
+//! spawned futures (`ResponseActFuture`, not `AtomicResponse`), so the actor keeps taking input
+//! while the LLM works, and a slow agent never blocks the others on its Arbiter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use somna_core::config::{AgentConfig, AgentOverrides};
+use tokio::sync::oneshot;
+
+use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job};
+use crate::compactor::CompactionOutcome;
+use crate::stats::TickStats;
+
+/// Input for the agent.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), InboundError>")]
+pub struct Input(pub Inbound);
+
+/// Run one tick now (tests and tools; the actor also ticks on its own timer).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Tick;
+
+/// Sleep now: consolidation, reflection, compaction at the sleep threshold.
+#[derive(Debug, Message)]
+#[rtype(result = "SleepResult")]
+pub struct Sleep;
+
+/// What a `Sleep` request came to.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SleepResult {
+    /// The sleep ran; its compaction outcome (if it got that far).
+    Slept {
+        compaction: Option<CompactionOutcome>,
+        error: Option<String>,
+    },
+    /// The agent was busy (stepping, compacting or already sleeping): nothing ran.
+    Busy,
+}
+
+/// Compact now (`force`: manual, ignoring thresholds; else at the sleep threshold).
+#[derive(Debug, Message)]
+#[rtype(result = "CompactionOutcome")]
+pub struct Compact {
+    pub force: bool,
+}
+
+/// The agent's status.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<AgentStatus, String>")]
+pub struct Status;
+
+/// Change the agent's config at run time (persisted).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<AgentConfig, ConfigureError>")]
+pub struct Configure(pub AgentOverrides);
+
+/// Stop ticking and answer once no job is in flight (or at once if none is).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Drain(pub oneshot::Sender<()>);
+
+/// The actor.
+#[derive(Debug)]
+pub struct AgentActor {
+    agent: Agent,
+    /// Real time between ticks.
+    tick_every: Duration,
+    /// Delay before the first tick (spreads thousands of agents over the period).
+    first_tick_after: Duration,
+    /// When the next tick is due.
+    next_due: Option<Instant>,
+    /// True while a job runs.
+    in_flight: bool,
+    /// Set by `Drain`: no new ticks or jobs.
+    stopping: bool,
+    drain_waiters: Vec<oneshot::Sender<()>>,
+    stats: Arc<TickStats>,
+}
+
+impl AgentActor {
+    /// Wraps `agent`; it ticks every `tick_every` (real time), first after `first_tick_after`.
+    pub fn new(
+        agent: Agent,
+        tick_every: Duration,
+        first_tick_after: Duration,
+        stats: Arc<TickStats>,
+    ) -> Self {
+        AgentActor {
+            agent,
+            tick_every: tick_every.max(Duration::from_millis(1)),
+            first_tick_after,
+            next_due: None,
+            in_flight: false,
+            stopping: false,
+            drain_waiters: Vec::new(),
+            stats,
+        }
+    }
+
+    /// Schedules the next tick at a fixed cadence; ticks missed during a stall are skipped, not
+    /// fired back to back.
+    fn schedule_tick(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let due = match self.next_due {
+            None => now + self.first_tick_after,
+            Some(prev) => {
+                let next = prev + self.tick_every;
+                if next < now { now } else { next }
+            }
+        };
+        self.next_due = Some(due);
+        ctx.run_later(due.saturating_duration_since(now), move |act, ctx| {
+            if act.stopping {
+                return;
+            }
+            act.stats
+                .record(Instant::now().saturating_duration_since(due));
+            act.tick(ctx);
+            act.schedule_tick(ctx);
+        });
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.in_flight || self.stopping {
+            return;
+        }
+        match self.agent.tick() {
+            Ok(Some(job)) => self.spawn(job, ctx),
+            Ok(None) => {}
+            Err(e) => tracing::error!(agent = %self.agent.id(), error = %e, "tick failed"),
+        }
+    }
+
+    fn spawn(&mut self, job: Job, ctx: &mut Context<Self>) {
+        self.in_flight = true;
+        let kind = job.kind;
+        ctx.spawn(job.run().into_actor(self).map(move |out, act, _| {
+            act.agent.finish(kind, &out);
+            act.job_done();
+        }));
+    }
+
+    fn job_done(&mut self) {
+        self.in_flight = false;
+        if self.stopping {
+            for w in self.drain_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+}
+
+impl Actor for AgentActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(256);
+        self.schedule_tick(ctx);
+    }
+}
+
+impl Handler<Input> for AgentActor {
+    type Result = Result<(), InboundError>;
+    fn handle(&mut self, msg: Input, _: &mut Context<Self>) -> Self::Result {
+        self.agent.inbound(msg.0)
+    }
+}
+
+impl Handler<Tick> for AgentActor {
+    type Result = ();
+    fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+        self.tick(ctx);
+    }
+}
+
+impl Handler<Sleep> for AgentActor {
+    type Result = ResponseActFuture<Self, SleepResult>;
+    fn handle(&mut self, _: Sleep, _: &mut Context<Self>) -> Self::Result {
+        let job = if self.in_flight || self.stopping {
+            None
+        } else {
+            self.agent.sleep()
+        };
+        let Some(job) = job else {
+            return Box::pin(fut::ready(SleepResult::Busy));
+        };
+        self.in_flight = true;
+        let kind = job.kind;
+        Box::pin(job.run().into_actor(self).map(move |out, act, _| {
+            act.agent.finish(kind, &out);
+            act.job_done();
+            SleepResult::Slept {
+                compaction: out.compaction,
+                error: out.error,
+            }
+        }))
+    }
+}
+
+impl Handler<Compact> for AgentActor {
+    type Result = ResponseActFuture<Self, CompactionOutcome>;
+    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+        let job = if self.in_flight || self.stopping {
+            None
+        } else {
+            self.agent.compact(msg.force)
+        };
+        let Some(job) = job else {
+            return Box::pin(fut::ready(CompactionOutcome::Busy));
+        };
+        self.in_flight = true;
+        let kind = job.kind;
+        Box::pin(job.run().into_actor(self).map(move |out, act, _| {
+            act.agent.finish(kind, &out);
+            act.job_done();
+            match (out.compaction, out.error) {
+                (Some(c), _) => c,
+                (None, error) => CompactionOutcome::Failed {
+                    reason: error.unwrap_or_else(|| "no compaction ran".into()),
+                    usage: 0.0,
+                },
+            }
+        }))
+    }
+}
+
+impl Handler<Status> for AgentActor {
+    type Result = Result<AgentStatus, String>;
+    fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
+        self.agent.status().map_err(|e| e.to_string())
+    }
+}
+
+impl Handler<Configure> for AgentActor {
+    type Result = Result<AgentConfig, ConfigureError>;
+    fn handle(&mut self, msg: Configure, _: &mut Context<Self>) -> Self::Result {
+        self.agent.configure(msg.0)
+    }
+}
+
+impl Handler<Drain> for AgentActor {
+    type Result = ();
+    fn handle(&mut self, msg: Drain, _: &mut Context<Self>) {
+        self.stopping = true;
+        if self.in_flight {
+            self.drain_waiters.push(msg.0);
+        } else {
+            let _ = msg.0.send(());
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Runtime events: what subscribers (the HTTP API's SSE stream, the CLI's progress lines, tests) see.
+//!
+//! Every event goes to `tracing` and to a broadcast channel; compaction records also go to the
+//! store's `events` tree (written by the store in the commit transaction).
+
+use serde::Serialize;
+use somna_core::record::Trigger;
+use somna_core::{AgentId, Timestamp};
+use tokio::sync::broadcast;
+
+use crate::compactor::CompactionReport;
+
+/// One thing that happened in the runtime.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    CompactionStarted {
+        agent: AgentId,
+        trigger: Trigger,
+        usage: f64,
+    },
+    CompactionCompleted {
+        agent: AgentId,
+        report: CompactionReport,
+    },
+    CompactionSkipped {
+        agent: AgentId,
+        trigger: Trigger,
+        reason: String,
+        usage: f64,
+    },
+    CompactionFailed {
+        agent: AgentId,
+        trigger: Trigger,
+        reason: String,
+    },
+    EmergencyTriggered {
+        agent: AgentId,
+        usage: f64,
+    },
+    SleepStarted {
+        agent: AgentId,
+    },
+    ConsolidationCompleted {
+        agent: AgentId,
+        entries: usize,
+        facts: usize,
+        reflections: usize,
+    },
+    SleepCompleted {
+        agent: AgentId,
+    },
+    /// The agent appended a reply.
+    AgentReplied {
+        agent: AgentId,
+        seq: u64,
+        text: String,
+    },
+    /// The agent called a host-defined tool; the host answers with a tool result.
+    ToolCallRequested {
+        agent: AgentId,
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    /// A host tool did not answer in time; the model was told so.
+    ToolCallTimedOut {
+        agent: AgentId,
+        call_id: String,
+        name: String,
+    },
+    Warning {
+        agent: AgentId,
+        message: String,
+    },
+    /// An LLM call or store operation failed during a step.
+    Error {
+        agent: AgentId,
+        message: String,
+    },
+}
+
+impl Event {
+    /// The agent it concerns.
+    pub fn agent(&self) -> &AgentId {
+        match self {
+            Event::CompactionStarted { agent, .. }
+            | Event::CompactionCompleted { agent, .. }
+            | Event::CompactionSkipped { agent, .. }
+            | Event::CompactionFailed { agent, .. }
+            | Event::EmergencyTriggered { agent, .. }
+            | Event::SleepStarted { agent }
+            | Event::ConsolidationCompleted { agent, .. }
+            | Event::SleepCompleted { agent }
+            | Event::AgentReplied { agent, .. }
+            | Event::ToolCallRequested { agent, .. }
+            | Event::ToolCallTimedOut { agent, .. }
+            | Event::Warning { agent, .. }
+            | Event::Error { agent, .. } => agent,
+        }
+    }
+
+    /// The event's `type` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::CompactionStarted { .. } => "compaction_started",
+            Event::CompactionCompleted { .. } => "compaction_completed",
+            Event::CompactionSkipped { .. } => "compaction_skipped",
+            Event::CompactionFailed { .. } => "compaction_failed",
+            Event::EmergencyTriggered { .. } => "emergency_triggered",
+            Event::SleepStarted { .. } => "sleep_started",
+            Event::ConsolidationCompleted { .. } => "consolidation_completed",
+            Event::SleepCompleted { .. } => "sleep_completed",
+            Event::AgentReplied { .. } => "agent_replied",
+            Event::ToolCallRequested { .. } => "tool_call_requested",
+            Event::ToolCallTimedOut { .. } => "tool_call_timed_out",
+            Event::Warning { .. } => "warning",
+            Event::Error { .. } => "error",
+        }
+    }
+}
+
+/// An event with the time it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stamped {
+    pub at: Timestamp,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Publishes events to tracing and to every subscriber. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    tx: broadcast::Sender<Stamped>,
+}
+
+impl EventBus {
+    /// A bus whose subscribers may lag by up to `capacity` events before they miss some.
+    pub fn new(capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity.max(16));
+        EventBus { tx }
+    }
+
+    /// A new subscriber that sees every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Stamped> {
+        self.tx.subscribe()
+    }
+
+    /// Logs `event` and sends it to subscribers (none listening is fine).
+    pub fn emit(&self, at: Timestamp, event: Event) {
+        match &event {
+            Event::CompactionFailed { .. } | Event::Warning { .. } | Event::Error { .. } => {
+                tracing::warn!(agent = %event.agent(), kind = event.kind(), ?event, "event");
+            }
+            Event::AgentReplied { .. } => {
+                tracing::debug!(agent = %event.agent(), kind = event.kind(), "event");
+            }
+            _ => tracing::info!(agent = %event.agent(), kind = event.kind(), "event"),
+        }
+        let _ = self.tx.send(Stamped { at, event });
+    }
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        EventBus::new(4096)
+    }
+}

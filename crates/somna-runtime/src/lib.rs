@@ -1,0 +1,30 @@
+//! somna-runtime: the part of Somna that runs.
+//!
+//! - [`compactor`]: the compaction engine (`Compactor`): plan, extract, summarize through the
+//!   `LlmClient`, validate, commit through the store; emergency fallbacks, the stall guard, undo.
+//! - [`agent`]: the `Agent` component: input, the tick's emergency check and step, sleep
+//!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct.
+//! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent`, and its messages.
+//! - [`scheduler`]: the `Scheduler` actor and its plain `SleepPlan` (period, jitter, cap).
+//! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
+//! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
+//! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
+//! - [`events`]: `Event` and the `EventBus` (tracing + broadcast).
+//! - [`clock`]: simulated (accelerated) time. [`stats`]: tick lateness.
+
+pub mod actor;
+pub mod agent;
+pub mod clock;
+pub mod compactor;
+pub mod events;
+pub mod prompt;
+pub mod runtime;
+pub mod scheduler;
+pub mod stats;
+pub mod tools;
+
+pub use agent::{Agent, AgentState, AgentStatus, Inbound};
+pub use clock::Clock;
+pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
+pub use events::{Event, EventBus, Stamped};
+pub use runtime::{Runtime, RuntimeError, RuntimeOptions, run};

@@ -1,0 +1,400 @@
+//! `Runtime`: hosts the agents. Loads them from the config and the store, spreads them over one
+//! Arbiter per core, routes requests by id, owns the scheduler, and shuts down gracefully.
+//!
+//! Must be started inside an actix `System` (`actix::System::new().block_on(...)` or
+//! `#[actix::main]`); [`run`] is the whole main job with shutdown injected as a future.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use actix::prelude::*;
+use somna_core::AgentId;
+use somna_core::config::{AgentConfig, AgentOverrides, ResolvedConfig};
+use somna_llm::LlmClient;
+use somna_store::{Store, StoreError};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::actor::{self, AgentActor, SleepResult};
+use crate::agent::{
+    Agent, AgentDeps, AgentLoadError, AgentStatus, ConfigureError, Inbound, InboundError,
+};
+use crate::clock::Clock;
+use crate::compactor::{CompactionOutcome, Compactor};
+use crate::events::{EventBus, Stamped};
+use crate::scheduler::{self, Scheduler};
+use crate::stats::TickStats;
+
+/// How long shutdown waits for in-flight jobs before abandoning them (a commit is atomic, so an
+/// abandoned job loses nothing).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// Runtime errors callers can match on.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("unknown agent {0:?}")]
+    UnknownAgent(AgentId),
+    #[error("agent {0:?} already exists")]
+    AgentExists(AgentId),
+    #[error("agent {0:?}: {1}")]
+    Input(AgentId, InboundError),
+    #[error("agent {0:?}: {1}")]
+    Configure(AgentId, ConfigureError),
+    #[error("agent {0:?}: {1}")]
+    Load(AgentId, AgentLoadError),
+    #[error("agent {0:?} is not reachable (stopped or overloaded)")]
+    Mailbox(AgentId),
+    #[error("agent {0:?}: {1}")]
+    Agent(AgentId, String),
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Result alias for runtime operations.
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// Knobs of the runtime that are not in runtime.toml.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// The clock (accelerated for demos and tests).
+    pub clock: Clock,
+    /// Arbiters (threads) hosting agents; 0 = `[runtime] arbiters`, whose 0 means one per core.
+    pub arbiters: usize,
+    /// Events buffered per subscriber.
+    pub event_capacity: usize,
+    /// Whether the scheduler sends sleeps (tests may drive sleeps by hand).
+    pub schedule_sleeps: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            clock: Clock::real(),
+            arbiters: 0,
+            event_capacity: 4096,
+            schedule_sleeps: true,
+        }
+    }
+}
+
+/// A handle to the running runtime. Cheap to clone, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: ResolvedConfig,
+    store: Store,
+    llm: Arc<dyn LlmClient>,
+    compactor: Compactor,
+    events: EventBus,
+    clock: Clock,
+    agents: RwLock<HashMap<AgentId, Addr<AgentActor>>>,
+    arbiters: Vec<Arbiter>,
+    next_arbiter: AtomicUsize,
+    scheduler: Option<Addr<Scheduler>>,
+    stats: Arc<TickStats>,
+}
+
+impl Runtime {
+    /// Starts the runtime and every agent of `config` plus every agent already in the store (an
+    /// agent created through the API earlier). Call inside an actix System.
+    pub fn start(
+        config: ResolvedConfig,
+        store: Store,
+        llm: Arc<dyn LlmClient>,
+        options: RuntimeOptions,
+    ) -> Result<Runtime> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let n = match (options.arbiters, config.runtime.arbiters as usize) {
+            (0, 0) => cores,
+            (0, from_config) => from_config,
+            (explicit, _) => explicit,
+        };
+        let arbiters: Vec<Arbiter> = (0..n.max(1)).map(|_| Arbiter::new()).collect();
+        let scheduler = options
+            .schedule_sleeps
+            .then(|| Scheduler::new(config.runtime.max_concurrent_sleeps as usize).start());
+        let compactor = Compactor::new(store.clone(), Arc::clone(&llm));
+        let runtime = Runtime {
+            inner: Arc::new(Inner {
+                store: store.clone(),
+                compactor,
+                events: EventBus::new(options.event_capacity),
+                clock: options.clock,
+                agents: RwLock::new(HashMap::new()),
+                arbiters,
+                next_arbiter: AtomicUsize::new(0),
+                scheduler,
+                stats: Arc::new(TickStats::default()),
+                llm,
+                config,
+            }),
+        };
+        let mut configs: Vec<AgentConfig> = runtime.inner.config.agents.clone();
+        for record in store.agents()? {
+            if record.retired || configs.iter().any(|c| c.id == record.id) {
+                continue;
+            }
+            configs.push(runtime.inner.config.defaults.agent(record.id.clone()));
+        }
+        for c in configs {
+            runtime.spawn(c)?;
+        }
+        Ok(runtime)
+    }
+
+    fn deps(&self) -> AgentDeps {
+        AgentDeps {
+            store: self.inner.store.clone(),
+            llm: Arc::clone(&self.inner.llm),
+            compactor: self.inner.compactor.clone(),
+            events: self.inner.events.clone(),
+            clock: self.inner.clock,
+        }
+    }
+
+    /// Starts an actor for `config` on the next Arbiter.
+    fn spawn(&self, config: AgentConfig) -> Result<()> {
+        let id = config.id.clone();
+        let agent =
+            Agent::load(config, self.deps()).map_err(|e| RuntimeError::Load(id.clone(), e))?;
+        let clock = self.inner.clock;
+        let tick = clock.to_real(agent.config().tick_every);
+        let sleep_every = clock.to_real(agent.config().sleep_every);
+        let jitter = if agent.config().sleep_jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            clock.to_real(agent.config().sleep_jitter)
+        };
+        // Spread first ticks over one period so thousands of agents don't tick in lockstep.
+        let n = self.inner.next_arbiter.fetch_add(1, Ordering::Relaxed);
+        let offset = tick.mul_f64(((n as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
+        let arbiter = &self.inner.arbiters[n % self.inner.arbiters.len()];
+        let stats = Arc::clone(&self.inner.stats);
+        let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
+            AgentActor::new(agent, tick, offset, stats)
+        });
+        if let Some(s) = &self.inner.scheduler {
+            s.do_send(scheduler::Register {
+                id: id.clone(),
+                sleeper: addr.clone().recipient(),
+                every: sleep_every,
+                jitter,
+            });
+        }
+        self.write_agents().insert(id, addr);
+        Ok(())
+    }
+
+    fn write_agents(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<AgentId, Addr<AgentActor>>> {
+        self.inner
+            .agents
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn addr(&self, id: &AgentId) -> Result<Addr<AgentActor>> {
+        self.inner
+            .agents
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::UnknownAgent(id.clone()))
+    }
+
+    /// Creates and starts a new agent with the runtime's defaults and `overrides` (persisted).
+    pub fn create_agent(&self, id: AgentId, overrides: AgentOverrides) -> Result<AgentConfig> {
+        if self.addr(&id).is_ok() {
+            return Err(RuntimeError::AgentExists(id));
+        }
+        let config = self
+            .inner
+            .config
+            .agent_config(&id, &AgentOverrides::default())
+            .map_err(|e| RuntimeError::Configure(id.clone(), ConfigureError::Invalid(e)))?;
+        // Validate the overrides before anything is written.
+        let resolved = config
+            .with_overrides(&overrides)
+            .map_err(|e| RuntimeError::Configure(id.clone(), ConfigureError::Invalid(e)))?;
+        let now = self.inner.clock.now();
+        let record = self.inner.store.ensure_agent(&id, now)?;
+        if record.retired {
+            return Err(RuntimeError::AgentExists(id));
+        }
+        let mut merged = record.overrides;
+        merged.merge(overrides);
+        self.inner.store.set_overrides(&id, merged)?;
+        self.spawn(config)?;
+        Ok(resolved)
+    }
+
+    /// Stops hosting an agent and marks it retired in the store. Its history, archive and journal
+    /// stay (nothing is deleted).
+    pub async fn retire_agent(&self, id: &AgentId) -> Result<()> {
+        let addr = self.addr(id)?;
+        let (tx, rx) = oneshot::channel();
+        addr.send(actor::Drain(tx))
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))?;
+        let _ = tokio::time::timeout(DEFAULT_GRACE, rx).await;
+        if let Some(s) = &self.inner.scheduler {
+            s.do_send(scheduler::Unregister(id.clone()));
+        }
+        self.write_agents().remove(id);
+        self.inner.store.retire(id)?;
+        Ok(())
+    }
+
+    /// The ids of the hosted agents, sorted.
+    pub fn agent_ids(&self) -> Vec<AgentId> {
+        let mut ids: Vec<AgentId> = self
+            .inner
+            .agents
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Sends input to an agent.
+    pub async fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+        self.addr(id)?
+            .send(actor::Input(input))
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+            .map_err(|e| RuntimeError::Input(id.clone(), e))
+    }
+
+    /// Runs one tick of an agent now.
+    pub async fn tick(&self, id: &AgentId) -> Result<()> {
+        self.addr(id)?
+            .send(actor::Tick)
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+    }
+
+    /// An agent's status.
+    pub async fn status(&self, id: &AgentId) -> Result<AgentStatus> {
+        self.addr(id)?
+            .send(actor::Status)
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+            .map_err(|e| RuntimeError::Agent(id.clone(), e))
+    }
+
+    /// Compacts an agent now (`force`: ignore thresholds).
+    pub async fn compact(&self, id: &AgentId, force: bool) -> Result<CompactionOutcome> {
+        self.addr(id)?
+            .send(actor::Compact { force })
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+    }
+
+    /// Puts an agent to sleep now (consolidation, then compaction at the sleep threshold).
+    pub async fn sleep(&self, id: &AgentId) -> Result<SleepResult> {
+        self.addr(id)?
+            .send(actor::Sleep)
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+    }
+
+    /// Changes an agent's config at run time; persisted, so it survives a restart.
+    pub async fn configure(&self, id: &AgentId, changes: AgentOverrides) -> Result<AgentConfig> {
+        self.addr(id)?
+            .send(actor::Configure(changes))
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+            .map_err(|e| RuntimeError::Configure(id.clone(), e))
+    }
+
+    /// A subscriber to every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Stamped> {
+        self.inner.events.subscribe()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The resolved config the runtime started with.
+    pub fn config(&self) -> &ResolvedConfig {
+        &self.inner.config
+    }
+
+    /// The runtime's clock.
+    pub fn clock(&self) -> Clock {
+        self.inner.clock
+    }
+
+    /// The LLM client.
+    pub fn llm(&self) -> &Arc<dyn LlmClient> {
+        &self.inner.llm
+    }
+
+    /// Tick statistics.
+    pub fn tick_stats(&self) -> &Arc<TickStats> {
+        &self.inner.stats
+    }
+
+    /// Graceful shutdown: stop the scheduler and every agent's timer, let in-flight jobs finish
+    /// (up to `grace`; an abandoned job loses nothing since commits are atomic), stop the
+    /// Arbiters, and flush sled to disk.
+    pub async fn shutdown(&self, grace: Duration) -> Result<()> {
+        if let Some(s) = &self.inner.scheduler {
+            let _ = s.send(scheduler::StopScheduling).await;
+        }
+        let addrs: Vec<(AgentId, Addr<AgentActor>)> = self.write_agents().drain().collect();
+        let mut waits = Vec::with_capacity(addrs.len());
+        for (_, addr) in &addrs {
+            let (tx, rx) = oneshot::channel();
+            addr.do_send(actor::Drain(tx));
+            waits.push(rx);
+        }
+        let drained = tokio::time::timeout(grace, futures::future::join_all(waits)).await;
+        if drained.is_err() {
+            tracing::warn!(
+                "shutdown: some in-flight jobs did not finish within {grace:?}; abandoning them"
+            );
+        }
+        for a in &self.inner.arbiters {
+            a.stop();
+        }
+        let flushed = self.inner.store.flush()?;
+        tracing::info!(bytes = flushed, "shutdown: store flushed");
+        Ok(())
+    }
+}
+
+/// The main job: start the runtime, run until `shutdown` resolves, then shut down gracefully.
+/// `on_start` gets the handle (to feed input, subscribe to events, serve an API).
+pub async fn run<F, S>(
+    config: ResolvedConfig,
+    store: Store,
+    llm: Arc<dyn LlmClient>,
+    options: RuntimeOptions,
+    on_start: S,
+    shutdown: F,
+) -> Result<Runtime>
+where
+    F: Future<Output = ()>,
+    S: FnOnce(&Runtime),
+{
+    let runtime = Runtime::start(config, store, llm, options)?;
+    on_start(&runtime);
+    shutdown.await;
+    tracing::info!("shutting down");
+    runtime.shutdown(DEFAULT_GRACE).await?;
+    Ok(runtime)
+}

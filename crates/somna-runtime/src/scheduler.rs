@@ -1,0 +1,279 @@
+//! The `Scheduler` actor: sends `Sleep` to each agent every `sleep_every`, with jitter so thousands of
+//! agents don't sleep at once, and never more than `max_concurrent_sleeps` at a time. The timing
+//! logic is the plain [`SleepPlan`]; the actor only drives it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use somna_core::AgentId;
+
+use crate::actor::{Sleep, SleepResult};
+
+/// One agent's place in the sleep schedule.
+#[derive(Debug, Clone)]
+struct Slot {
+    /// Real time between sleeps.
+    every: Duration,
+    /// Real jitter bound: each sleep is due at `every ± jitter/2`.
+    jitter: Duration,
+    next_at: Instant,
+    /// How many sleeps were scheduled (varies the jitter).
+    cycle: u64,
+    sleeping: bool,
+}
+
+/// The schedule, without actix: which agents are due, and when each is due next.
+#[derive(Debug, Default)]
+pub struct SleepPlan {
+    slots: HashMap<AgentId, Slot>,
+    max_concurrent: usize,
+    in_flight: usize,
+}
+
+impl SleepPlan {
+    /// An empty plan that allows `max_concurrent` sleeps at once.
+    pub fn new(max_concurrent: usize) -> Self {
+        SleepPlan {
+            slots: HashMap::new(),
+            max_concurrent: max_concurrent.max(1),
+            in_flight: 0,
+        }
+    }
+
+    /// Adds (or re-times) an agent; its first sleep is one period (with jitter) from `now`.
+    pub fn register(&mut self, id: AgentId, every: Duration, jitter: Duration, now: Instant) {
+        let every = every.max(Duration::from_millis(1));
+        let first = now + every + jitter_for(&id, 0, jitter);
+        self.slots.insert(
+            id,
+            Slot {
+                every,
+                jitter,
+                next_at: first,
+                cycle: 0,
+                sleeping: false,
+            },
+        );
+    }
+
+    /// Removes an agent.
+    pub fn unregister(&mut self, id: &AgentId) {
+        if let Some(slot) = self.slots.remove(id) {
+            if slot.sleeping {
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
+        }
+    }
+
+    /// The agents due at `now`, up to the concurrency cap, marked as sleeping (oldest due first).
+    pub fn due(&mut self, now: Instant) -> Vec<AgentId> {
+        let mut due: Vec<(Instant, AgentId)> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| !s.sleeping && s.next_at <= now)
+            .map(|(id, s)| (s.next_at, id.clone()))
+            .collect();
+        due.sort();
+        let room = self.max_concurrent.saturating_sub(self.in_flight);
+        due.truncate(room);
+        for (_, id) in &due {
+            if let Some(s) = self.slots.get_mut(id) {
+                s.sleeping = true;
+                self.in_flight += 1;
+            }
+        }
+        due.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// Marks `id`'s sleep finished and schedules its next one.
+    pub fn finished(&mut self, id: &AgentId, now: Instant) {
+        if let Some(s) = self.slots.get_mut(id) {
+            if s.sleeping {
+                s.sleeping = false;
+                self.in_flight = self.in_flight.saturating_sub(1);
+            }
+            s.cycle += 1;
+            s.next_at = now + s.every + jitter_for(id, s.cycle, s.jitter);
+        }
+    }
+
+    /// Sleeps in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// How often the actor should look: a tenth of the shortest period, between 5 ms and 1 s.
+    pub fn poll_every(&self) -> Duration {
+        self.slots
+            .values()
+            .map(|s| s.every / 10)
+            .min()
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(Duration::from_millis(5), Duration::from_secs(1))
+    }
+}
+
+/// A deterministic offset in `[0, jitter)` for an agent's n-th sleep (FNV-1a of id and cycle).
+fn jitter_for(id: &AgentId, cycle: u64, jitter: Duration) -> Duration {
+    if jitter.is_zero() {
+        return Duration::ZERO;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_str().bytes().chain(cycle.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let nanos = jitter.as_nanos().min(u128::from(u64::MAX)) as u64;
+    Duration::from_nanos(h % nanos.max(1))
+}
+
+/// Register an agent with the scheduler.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Register {
+    pub id: AgentId,
+    pub sleeper: Recipient<Sleep>,
+    /// Real time between sleeps.
+    pub every: Duration,
+    /// Real jitter bound.
+    pub jitter: Duration,
+}
+
+/// Remove an agent from the schedule.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Unregister(pub AgentId);
+
+/// Stop scheduling sleeps.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct StopScheduling;
+
+/// The actor that drives a [`SleepPlan`].
+#[derive(Debug)]
+pub struct Scheduler {
+    plan: SleepPlan,
+    sleepers: HashMap<AgentId, Recipient<Sleep>>,
+    poll: Option<SpawnHandle>,
+    poll_every: Duration,
+    stopped: bool,
+}
+
+impl Scheduler {
+    /// A scheduler allowing `max_concurrent` sleeps at once.
+    pub fn new(max_concurrent: usize) -> Self {
+        Scheduler {
+            plan: SleepPlan::new(max_concurrent),
+            sleepers: HashMap::new(),
+            poll: None,
+            poll_every: Duration::from_secs(1),
+            stopped: false,
+        }
+    }
+
+    fn repoll(&mut self, ctx: &mut Context<Self>) {
+        let every = self.plan.poll_every();
+        if self.poll.is_some() && every == self.poll_every {
+            return;
+        }
+        if let Some(h) = self.poll.take() {
+            ctx.cancel_future(h);
+        }
+        self.poll_every = every;
+        self.poll = Some(ctx.run_interval(every, |act, ctx| act.dispatch(ctx)));
+    }
+
+    fn dispatch(&mut self, ctx: &mut Context<Self>) {
+        if self.stopped {
+            return;
+        }
+        for id in self.plan.due(Instant::now()) {
+            let Some(sleeper) = self.sleepers.get(&id).cloned() else {
+                self.plan.unregister(&id);
+                continue;
+            };
+            let request = sleeper.send(Sleep);
+            ctx.spawn(request.into_actor(self).map(move |res, act, _| {
+                if let Ok(SleepResult::Busy) = res {
+                    tracing::debug!(agent = %id, "agent busy; sleep skipped until its next turn");
+                }
+                act.plan.finished(&id, Instant::now());
+            }));
+        }
+    }
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+}
+
+impl Handler<Register> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: Register, ctx: &mut Context<Self>) {
+        self.plan
+            .register(msg.id.clone(), msg.every, msg.jitter, Instant::now());
+        self.sleepers.insert(msg.id, msg.sleeper);
+        self.repoll(ctx);
+    }
+}
+
+impl Handler<Unregister> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
+        self.plan.unregister(&msg.0);
+        self.sleepers.remove(&msg.0);
+    }
+}
+
+impl Handler<StopScheduling> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, _: StopScheduling, ctx: &mut Context<Self>) {
+        self.stopped = true;
+        if let Some(h) = self.poll.take() {
+            ctx.cancel_future(h);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> AgentId {
+        AgentId::new(s).unwrap()
+    }
+
+    #[test]
+    fn caps_concurrency_and_reschedules() {
+        let t0 = Instant::now();
+        let mut plan = SleepPlan::new(2);
+        for n in ["a", "b", "c"] {
+            plan.register(id(n), Duration::from_secs(10), Duration::ZERO, t0);
+        }
+        assert!(plan.due(t0 + Duration::from_secs(9)).is_empty());
+        let first = plan.due(t0 + Duration::from_secs(10));
+        assert_eq!(first.len(), 2, "the cap holds");
+        assert_eq!(plan.in_flight(), 2);
+        assert!(plan.due(t0 + Duration::from_secs(11)).is_empty(), "no room");
+        plan.finished(&first[0], t0 + Duration::from_secs(12));
+        let next = plan.due(t0 + Duration::from_secs(12));
+        assert_eq!(next.len(), 1, "the third agent gets the freed place");
+        assert!(!first.contains(&next[0]));
+        // The finished agent is due again one period after it finished.
+        assert!(!plan.due(t0 + Duration::from_secs(21)).contains(&first[0]));
+        plan.finished(&next[0], t0 + Duration::from_secs(12));
+        assert!(plan.due(t0 + Duration::from_secs(22)).contains(&first[0]));
+    }
+
+    #[test]
+    fn jitter_spreads_agents_within_bounds() {
+        let jitter = Duration::from_secs(60);
+        let offsets: Vec<Duration> = (0..100)
+            .map(|i| jitter_for(&id(&format!("npc{i}")), 0, jitter))
+            .collect();
+        assert!(offsets.iter().all(|o| *o < jitter));
+        let distinct: std::collections::HashSet<_> = offsets.iter().collect();
+        assert!(distinct.len() > 90, "offsets are spread, not equal");
+    }
+}

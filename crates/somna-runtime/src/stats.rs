@@ -1,0 +1,112 @@
+//! Tick statistics shared by every agent actor: how many ticks ran and how late they fired.
+//! Lock-free (atomic counters and a log-scale histogram), so recording costs a few nanoseconds.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Histogram buckets: bucket `i` holds lateness in `[2^(i-1), 2^i)` microseconds (bucket 0: < 1 µs).
+const BUCKETS: usize = 40;
+
+/// Counters of the tick loop.
+#[derive(Debug)]
+pub struct TickStats {
+    ticks: AtomicU64,
+    lateness: [AtomicU64; BUCKETS],
+    max_lateness_us: AtomicU64,
+}
+
+impl Default for TickStats {
+    fn default() -> Self {
+        TickStats {
+            ticks: AtomicU64::new(0),
+            lateness: std::array::from_fn(|_| AtomicU64::new(0)),
+            max_lateness_us: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A snapshot of [`TickStats`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TickSummary {
+    pub ticks: u64,
+    /// Median lateness (upper bound of its histogram bucket).
+    pub p50: Duration,
+    /// 99th-percentile lateness (upper bound of its histogram bucket).
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl TickStats {
+    /// Records one tick that fired `late` after it was due.
+    pub fn record(&self, late: Duration) {
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+        let us = late.as_micros().min(u128::from(u64::MAX)) as u64;
+        let bucket = (64 - us.leading_zeros() as usize).min(BUCKETS - 1);
+        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
+        self.max_lateness_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// Ticks recorded so far.
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Clears every counter.
+    pub fn reset(&self) {
+        self.ticks.store(0, Ordering::Relaxed);
+        for b in &self.lateness {
+            b.store(0, Ordering::Relaxed);
+        }
+        self.max_lateness_us.store(0, Ordering::Relaxed);
+    }
+
+    /// Percentiles of the lateness so far.
+    pub fn summary(&self) -> TickSummary {
+        let counts: Vec<u64> = self
+            .lateness
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let percentile = |p: f64| -> Duration {
+            if total == 0 {
+                return Duration::ZERO;
+            }
+            let rank = ((total as f64) * p).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (i, c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    return Duration::from_micros(if i == 0 { 1 } else { 1u64 << i });
+                }
+            }
+            Duration::from_micros(1u64 << (BUCKETS - 1))
+        };
+        TickSummary {
+            ticks: self.ticks(),
+            p50: percentile(0.50),
+            p99: percentile(0.99),
+            max: Duration::from_micros(self.max_lateness_us.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_bound_the_samples() {
+        let s = TickStats::default();
+        for _ in 0..98 {
+            s.record(Duration::from_micros(100));
+        }
+        s.record(Duration::from_millis(5));
+        s.record(Duration::from_millis(30));
+        let sum = s.summary();
+        assert_eq!(sum.ticks, 100);
+        assert!(sum.p50 >= Duration::from_micros(100) && sum.p50 < Duration::from_micros(256));
+        assert!(sum.p99 >= Duration::from_millis(5) && sum.p99 < Duration::from_millis(9));
+        assert_eq!(sum.max, Duration::from_millis(30));
+    }
+}

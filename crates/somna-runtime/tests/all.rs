@@ -1,0 +1,5 @@
+//! Integration tests of somna-runtime: one binary, one module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+mod compactor;
+mod support;

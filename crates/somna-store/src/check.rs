@@ -1,0 +1,357 @@
+//! [`Store::check_invariants`]: a full recount of one agent's data against its record.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use somna_core::{AgentId, JournalEntry, Message, MessageKind, Seq};
+
+use crate::codec;
+use crate::compaction::UndoRecord;
+use crate::error::{Result, StoreError};
+use crate::keys::{self, MessageKey};
+use crate::store::{Store, tree_names};
+
+/// The result of [`Store::check_invariants`]: what was counted and every violation found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvariantReport {
+    /// The agent checked.
+    pub agent: AgentId,
+    /// Messages in live history (recounted).
+    pub history_len: u64,
+    /// Tokens of live history (recounted).
+    pub history_tokens: u64,
+    /// Entries in the archive (recounted).
+    pub archive_len: u64,
+    /// Journal entries (recounted).
+    pub journal_len: u64,
+    /// One sentence per violation; empty when every invariant holds.
+    pub violations: Vec<String>,
+}
+
+impl InvariantReport {
+    /// True when no invariant is violated.
+    pub fn is_ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+impl fmt::Display for InvariantReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "agent {}: {} history messages ({} tokens), {} archived, {} journal entries",
+            self.agent, self.history_len, self.history_tokens, self.archive_len, self.journal_len
+        )?;
+        if self.violations.is_empty() {
+            write!(f, "; ok")
+        } else {
+            for v in &self.violations {
+                write!(f, "\n- {v}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Store {
+    /// Recounts the agent's data and checks it against its record:
+    /// - every seq below `next_seq` is present exactly once as an original: a normal message in
+    ///   history, or in the archive (a masked placeholder in history has its original archived);
+    /// - history is in seq order, no history message lies inside a summary's range, and every
+    ///   summary in history has an undo record (and every undo record a summary);
+    /// - the counters (`history_tokens`, `history_len`, `archive_len`, and the in-memory usage
+    ///   counter when loaded) equal the recount; journal, memory and event ids are below their
+    ///   next ids; every journal entry has exactly its index key.
+    ///
+    /// Undecodable values are reported as violations rather than errors.
+    pub fn check_invariants(&self, id: &AgentId) -> Result<InvariantReport> {
+        let record = self
+            .agent(id)?
+            .ok_or_else(|| StoreError::UnknownAgent(id.clone()))?;
+        let trees = &self.inner.trees;
+        let prefix = keys::prefix(id);
+        let prefix_len = prefix.len();
+        let mut v = Vec::new();
+
+        // History.
+        let mut history_normal = BTreeSet::new();
+        let mut history_masked = Vec::new();
+        let mut summaries: Vec<(Seq, Seq, Vec<u8>)> = Vec::new();
+        let (mut history_len, mut history_tokens) = (0u64, 0u64);
+        let mut last_seq: Option<Seq> = None;
+        for item in trees.history.scan_prefix(&prefix) {
+            let (key, value) = item?;
+            history_len += 1;
+            let Some(parsed) = keys::parse_message(prefix_len, &key) else {
+                v.push(format!("history key {} is malformed", keys::render(&key)));
+                continue;
+            };
+            let message: Message = match codec::decode(tree_names::HISTORY, &key, &value) {
+                Ok(m) => m,
+                Err(e) => {
+                    v.push(e.to_string());
+                    continue;
+                }
+            };
+            history_tokens += u64::from(message.tokens);
+            let seq = parsed.seq();
+            if message.seq != seq {
+                v.push(format!(
+                    "history key {} holds a message with seq {}",
+                    keys::render(&key),
+                    message.seq
+                ));
+            }
+            if let Some(prev) = last_seq
+                && seq <= prev
+            {
+                v.push(format!(
+                    "history seq {seq} follows seq {prev}: out of order or twice"
+                ));
+            }
+            last_seq = Some(seq);
+            match (&message.kind, parsed) {
+                (MessageKind::Normal, MessageKey::Seq(_)) => {
+                    history_normal.insert(seq);
+                }
+                (MessageKind::Masked { .. }, MessageKey::Seq(_)) => history_masked.push(seq),
+                (MessageKind::Summary(meta), MessageKey::Summary(_, generation))
+                    if meta.generation == generation =>
+                {
+                    if !trees.undo.contains_key(&key)? {
+                        v.push(format!("summary {seq} has no undo record"));
+                    }
+                    summaries.push((meta.covers_from_seq, meta.covers_through_seq, key.to_vec()));
+                }
+                (kind, _) => v.push(format!(
+                    "history key {} does not fit its {kind:?} message",
+                    keys::render(&key)
+                )),
+            }
+        }
+
+        // Archive.
+        let mut archived = BTreeSet::new();
+        let mut archived_summaries = BTreeSet::new();
+        let mut archive_len = 0u64;
+        for item in trees.archive.scan_prefix(&prefix) {
+            let (key, value) = item?;
+            archive_len += 1;
+            let message: Message = match codec::decode(tree_names::ARCHIVE, &key, &value) {
+                Ok(m) => m,
+                Err(e) => {
+                    v.push(e.to_string());
+                    continue;
+                }
+            };
+            match (keys::parse_message(prefix_len, &key), &message.kind) {
+                (Some(MessageKey::Seq(seq)), MessageKind::Normal) if seq == message.seq => {
+                    archived.insert(seq);
+                }
+                (Some(MessageKey::Summary(seq, generation)), MessageKind::Summary(meta))
+                    if seq == message.seq && meta.generation == generation =>
+                {
+                    archived_summaries.insert(key.to_vec());
+                }
+                _ => v.push(format!(
+                    "archive key {} does not fit its message (seq {}, {:?})",
+                    keys::render(&key),
+                    message.seq,
+                    message.kind
+                )),
+            }
+        }
+
+        // Every original exactly once.
+        let mut lost = Vec::new();
+        for seq in 0..record.next_seq {
+            match (history_normal.contains(&seq), archived.contains(&seq)) {
+                (true, true) => v.push(format!("seq {seq} is both in history and in the archive")),
+                (false, false) => lost.push(seq),
+                _ => {}
+            }
+        }
+        for (from, through) in ranges(&lost) {
+            if from == through {
+                v.push(format!(
+                    "seq {from} is lost: neither in history nor in the archive"
+                ));
+            } else {
+                v.push(format!(
+                    "seqs {from}–{through} are lost: neither in history nor in the archive"
+                ));
+            }
+        }
+        if let Some(&beyond) = history_normal
+            .iter()
+            .chain(archived.iter())
+            .find(|&&s| s >= record.next_seq)
+        {
+            v.push(format!(
+                "seq {beyond} is stored but next_seq is {}",
+                record.next_seq
+            ));
+        }
+        for &seq in &history_masked {
+            if !archived.contains(&seq) {
+                v.push(format!(
+                    "masked message {seq} has no original in the archive"
+                ));
+            }
+        }
+        for (from, through, _) in &summaries {
+            let inside = history_normal
+                .range(from..=through)
+                .chain(
+                    history_masked
+                        .iter()
+                        .filter(|s| (from..=through).contains(s)),
+                )
+                .next();
+            if let Some(seq) = inside {
+                v.push(format!(
+                    "history message {seq} lies inside the range {from}–{through} of a summary"
+                ));
+            }
+        }
+
+        // Undo records belong to a summary in history or in the archive.
+        for item in trees.undo.scan_prefix(&prefix) {
+            let (key, value) = item?;
+            let in_history = summaries
+                .iter()
+                .any(|(_, _, k)| k.as_slice() == key.as_ref());
+            if !in_history && !archived_summaries.contains(key.as_ref()) {
+                v.push(format!(
+                    "undo record {} has no summary in history or the archive",
+                    keys::render(&key)
+                ));
+            }
+            if let Err(e) = codec::decode::<UndoRecord>(tree_names::UNDO, &key, &value) {
+                v.push(e.to_string());
+            }
+        }
+
+        // Counters.
+        let mut counter = |name: &str, stored: u64, recounted: u64| {
+            if stored != recounted {
+                v.push(format!(
+                    "counter {name} is {stored} but the recount is {recounted}"
+                ));
+            }
+        };
+        counter("history_len", record.history_len, history_len);
+        counter("history_tokens", record.history_tokens, history_tokens);
+        counter("archive_len", record.archive_len, archive_len);
+        if let Some(state) = self.loaded_state(id) {
+            counter(
+                "usage_tokens (in memory)",
+                state.history_tokens(),
+                history_tokens,
+            );
+        }
+
+        // Journal, its index, memory and events.
+        let mut journal_len = 0u64;
+        let mut index_expected = BTreeSet::new();
+        for item in trees.journal.scan_prefix(&prefix) {
+            let (key, value) = item?;
+            journal_len += 1;
+            match codec::decode::<JournalEntry>(tree_names::JOURNAL, &key, &value) {
+                Ok(entry) => {
+                    if keys::trailing_u64(&key) != Some(entry.id) {
+                        v.push(format!(
+                            "journal key {} holds entry {}",
+                            keys::render(&key),
+                            entry.id
+                        ));
+                    }
+                    if entry.id >= record.next_entry_id {
+                        v.push(format!(
+                            "journal entry {} is not below next_entry_id {}",
+                            entry.id, record.next_entry_id
+                        ));
+                    }
+                    index_expected.insert(keys::by_source(id, entry.source_type, entry.id));
+                }
+                Err(e) => v.push(e.to_string()),
+            }
+        }
+        let mut index_found = BTreeSet::new();
+        for item in trees.journal_by_source.scan_prefix(&prefix) {
+            let (key, _) = item?;
+            index_found.insert(key.to_vec());
+        }
+        for missing in index_expected.difference(&index_found) {
+            v.push(format!(
+                "journal index key {} is missing",
+                keys::render(missing)
+            ));
+        }
+        for extra in index_found.difference(&index_expected) {
+            v.push(format!(
+                "journal index key {} names no entry",
+                keys::render(extra)
+            ));
+        }
+        check_below(
+            &trees.memory,
+            &prefix,
+            record.next_fact_id,
+            "memory fact",
+            "next_fact_id",
+            &mut v,
+        )?;
+        check_below(
+            &trees.events,
+            &prefix,
+            record.next_event_seq,
+            "event",
+            "next_event_seq",
+            &mut v,
+        )?;
+
+        Ok(InvariantReport {
+            agent: id.clone(),
+            history_len,
+            history_tokens,
+            archive_len,
+            journal_len,
+            violations: v,
+        })
+    }
+}
+
+/// Reports keys of `tree` under `prefix` whose number is not below `next`.
+fn check_below(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    next: u64,
+    what: &str,
+    counter: &str,
+    violations: &mut Vec<String>,
+) -> Result<()> {
+    let end = keys::prefix_end(prefix);
+    if let Some(item) = tree.range(prefix.to_vec()..end).next_back() {
+        let (key, _) = item?;
+        if let Some(n) = keys::trailing_u64(&key)
+            && n >= next
+        {
+            violations.push(format!("{what} {n} is not below {counter} {next}"));
+        }
+    }
+    Ok(())
+}
+
+/// Groups sorted numbers into inclusive runs of consecutive values.
+fn ranges(sorted: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &n in sorted {
+        match out.last_mut() {
+            Some((_, end)) if *end + 1 == n => *end = n,
+            _ => out.push((n, n)),
+        }
+    }
+    out
+}

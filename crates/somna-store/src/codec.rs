@@ -1,0 +1,45 @@
+//! The value encoding: one format-version byte, then MessagePack with named fields.
+//!
+//! Named fields (`rmp_serde::to_vec_named`) cost a few bytes per value but let a later version add
+//! optional fields (`#[serde(default)]`) without a migration. A change that old readers cannot
+//! ignore bumps [`FORMAT_VERSION`]; docs/storage.md describes how such a migration runs.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Result, StoreError};
+use crate::keys;
+
+/// The format version this build writes and the only one it reads.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Encodes `value` for `tree`: the version byte, then named MessagePack.
+pub fn encode<T: Serialize + ?Sized>(tree: &'static str, value: &T) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(128);
+    buf.push(FORMAT_VERSION);
+    rmp_serde::encode::write_named(&mut buf, value)
+        .map_err(|source| StoreError::Encode { tree, source })?;
+    Ok(buf)
+}
+
+/// Decodes the value stored under `key` in `tree`, checking the version byte first.
+pub fn decode<T: DeserializeOwned>(tree: &'static str, key: &[u8], bytes: &[u8]) -> Result<T> {
+    let Some((&version, body)) = bytes.split_first() else {
+        return Err(StoreError::EmptyValue {
+            tree,
+            key: keys::render(key),
+        });
+    };
+    if version != FORMAT_VERSION {
+        return Err(StoreError::UnsupportedVersion {
+            tree,
+            key: keys::render(key),
+            version,
+        });
+    }
+    rmp_serde::from_slice(body).map_err(|source| StoreError::Decode {
+        tree,
+        key: keys::render(key),
+        source,
+    })
+}

@@ -1,0 +1,118 @@
+//! The store's error type.
+
+use somna_core::{AgentId, EntryId};
+
+use crate::codec::FORMAT_VERSION;
+
+/// Everything that can go wrong in the store. Expected outcomes (a conflicting compaction, an
+/// unknown summary to undo) are values of the operation's result type, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The storage engine failed (an IO error, corruption it detected).
+    #[error("storage error: {0}")]
+    Storage(#[source] StorageError),
+    /// `create_agent` for an id that already has a record.
+    #[error("agent {0} already exists")]
+    AlreadyExists(AgentId),
+    /// A write or a counter read for an agent without a record.
+    #[error("unknown agent {0}")]
+    UnknownAgent(AgentId),
+    /// `consolidate` named a journal entry that does not exist.
+    #[error("agent {agent} has no journal entry {entry}")]
+    UnknownEntry {
+        /// The agent whose journal was searched.
+        agent: AgentId,
+        /// The missing entry id.
+        entry: EntryId,
+    },
+    /// The caller passed something malformed (a summary whose metadata does not match what it
+    /// covers, a non-normal message to append, ...).
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What was invalid, e.g. `compaction commit`.
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A value could not be serialized.
+    #[error("cannot encode a value for tree {tree}: {source}")]
+    Encode {
+        /// The tree the value was meant for.
+        tree: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: rmp_serde::encode::Error,
+    },
+    /// A stored value has no format-version byte.
+    #[error("value of {tree} key {key} is empty")]
+    EmptyValue {
+        /// The tree holding the value.
+        tree: &'static str,
+        /// The key, rendered readably (`agent/seq`).
+        key: String,
+    },
+    /// A stored value was written by a format version this build cannot read.
+    #[error(
+        "value of {tree} key {key} has format version {version}, this build reads version {FORMAT_VERSION}"
+    )]
+    UnsupportedVersion {
+        /// The tree holding the value.
+        tree: &'static str,
+        /// The key, rendered readably (`agent/seq`).
+        key: String,
+        /// The version byte found.
+        version: u8,
+    },
+    /// A stored value's MessagePack body did not decode into the expected type.
+    #[error("cannot decode the value of {tree} key {key}: {source}")]
+    Decode {
+        /// The tree holding the value.
+        tree: &'static str,
+        /// The key, rendered readably (`agent/seq`).
+        key: String,
+        /// The decoder's error.
+        #[source]
+        source: rmp_serde::decode::Error,
+    },
+    /// The stored data contradicts itself (an archived original that a summary's undo record names
+    /// is missing, a history key that should be free is taken). `check_invariants` says more.
+    #[error("store is inconsistent for agent {agent}: {reason}")]
+    Inconsistent {
+        /// The agent whose data is inconsistent.
+        agent: AgentId,
+        /// What was found.
+        reason: String,
+    },
+}
+
+/// An error of the storage engine. Opaque so that no sled type leaks out of this crate.
+#[derive(Debug)]
+pub struct StorageError(sled::Error);
+
+impl StorageError {
+    /// True when the engine found corrupted data on disk.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self.0, sled::Error::Corruption { .. })
+    }
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<sled::Error> for StoreError {
+    fn from(e: sled::Error) -> Self {
+        StoreError::Storage(StorageError(e))
+    }
+}
+
+/// The store's result type.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

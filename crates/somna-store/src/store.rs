@@ -1,0 +1,566 @@
+//! The [`Store`] handle: opening the database, agents and their records, the per-agent in-memory
+//! state, and the write path every operation shares.
+//!
+//! Every write follows one pattern: take the agent's mutex (writers of one agent are serialized, so
+//! seq assignment and counters stay consistent), read what is needed, build a [`WriteSet`] with the
+//! new `AgentRecord`, apply it in ONE sled transaction across the trees, and only then update the
+//! in-memory copy of the record. The transaction re-checks every value it removes against the bytes
+//! read under the mutex, so a write set built from a stale read aborts instead of doing damage.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+use sled::IVec;
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+use somna_core::config::{AgentOverrides, StoreConfig};
+use somna_core::tokens::Calibration;
+use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
+
+use crate::codec;
+use crate::error::{Result, StoreError};
+use crate::keys;
+
+/// How to open a [`Store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How often sled's background thread flushes (fsyncs) written data. A write is durable after
+    /// the next flush; zero turns the background flush off (only [`Store::flush`] and dropping the
+    /// last handle flush).
+    pub flush_every: Duration,
+}
+
+impl Default for StoreOptions {
+    /// sled's default: a flush every 500 ms.
+    fn default() -> Self {
+        StoreOptions {
+            flush_every: Duration::from_millis(500),
+        }
+    }
+}
+
+impl From<&StoreConfig> for StoreOptions {
+    fn from(config: &StoreConfig) -> Self {
+        StoreOptions {
+            flush_every: config.flush_every,
+        }
+    }
+}
+
+/// A handle on the database. Cheap to clone; every clone shares the trees and the per-agent state.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: sled::Db,
+    pub(crate) trees: Trees,
+    /// Per-agent state, loaded from the agent's record on first use and never evicted (one small
+    /// struct per agent).
+    states: RwLock<HashMap<AgentId, Arc<AgentState>>>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // sled's own `Debug` for trees dumps their contents, so only name the database here.
+        f.debug_struct("Store")
+            .field("was_recovered", &self.db.was_recovered())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The names of the trees, as they appear in sled and in errors.
+pub mod tree_names {
+    /// Agent records.
+    pub const AGENTS: &str = "agents";
+    /// Live history.
+    pub const HISTORY: &str = "history";
+    /// Archived originals and folded summaries.
+    pub const ARCHIVE: &str = "archive";
+    /// Journal entries.
+    pub const JOURNAL: &str = "journal";
+    /// The by-source index of journal entries.
+    pub const JOURNAL_BY_SOURCE: &str = "journal_by_source";
+    /// Memory facts.
+    pub const MEMORY: &str = "memory";
+    /// The event log.
+    pub const EVENTS: &str = "events";
+    /// Undo records of summaries.
+    pub const UNDO: &str = "undo";
+}
+
+pub(crate) struct Trees {
+    pub(crate) agents: sled::Tree,
+    pub(crate) history: sled::Tree,
+    pub(crate) archive: sled::Tree,
+    pub(crate) journal: sled::Tree,
+    pub(crate) journal_by_source: sled::Tree,
+    pub(crate) memory: sled::Tree,
+    pub(crate) events: sled::Tree,
+    pub(crate) undo: sled::Tree,
+}
+
+/// Which tree a write goes to (the index into the transaction's views).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TreeId {
+    Agents = 0,
+    History = 1,
+    Archive = 2,
+    Journal = 3,
+    JournalBySource = 4,
+    Memory = 5,
+    Events = 6,
+    Undo = 7,
+}
+
+impl TreeId {
+    pub(crate) fn name(self) -> &'static str {
+        use tree_names::*;
+        match self {
+            TreeId::Agents => AGENTS,
+            TreeId::History => HISTORY,
+            TreeId::Archive => ARCHIVE,
+            TreeId::Journal => JOURNAL,
+            TreeId::JournalBySource => JOURNAL_BY_SOURCE,
+            TreeId::Memory => MEMORY,
+            TreeId::Events => EVENTS,
+            TreeId::Undo => UNDO,
+        }
+    }
+}
+
+/// The in-memory state of one agent.
+pub(crate) struct AgentState {
+    /// The agent's record as last committed. Holding this mutex is what serializes the agent's
+    /// writers.
+    record: Mutex<AgentRecord>,
+    /// A copy of `record.history_tokens`, readable without the mutex (the O(1) usage read).
+    history_tokens: AtomicU64,
+}
+
+impl AgentState {
+    fn new(record: AgentRecord) -> Self {
+        AgentState {
+            history_tokens: AtomicU64::new(record.history_tokens),
+            record: Mutex::new(record),
+        }
+    }
+
+    /// Locks the agent for writing. A panic while the lock was held cannot have left a half-updated
+    /// record (it is replaced whole after a commit), so a poisoned lock is simply taken over.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, AgentRecord> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Publishes a committed record: the caller holds the lock through `guard`.
+    pub(crate) fn publish(&self, guard: &mut MutexGuard<'_, AgentRecord>, next: AgentRecord) {
+        self.history_tokens
+            .store(next.history_tokens, Ordering::Release);
+        **guard = next;
+    }
+
+    pub(crate) fn history_tokens(&self) -> u64 {
+        self.history_tokens.load(Ordering::Acquire)
+    }
+}
+
+/// Why a transaction was aborted: a value it meant to remove changed or is gone, or a key it meant
+/// to create is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Conflict {
+    pub(crate) seq: Seq,
+    pub(crate) reason: String,
+}
+
+enum Op {
+    /// Insert or overwrite.
+    Put(IVec),
+    /// Insert; abort if the key exists.
+    Create(IVec),
+    /// Remove; abort unless the current value is exactly this.
+    Take(IVec),
+    /// Remove whatever is there.
+    Delete,
+}
+
+struct Write {
+    tree: TreeId,
+    key: IVec,
+    op: Op,
+    /// The seq named in a conflict caused by this write.
+    seq: Seq,
+}
+
+/// The writes of one operation, applied in order in one transaction.
+#[derive(Default)]
+pub(crate) struct WriteSet {
+    writes: Vec<Write>,
+}
+
+impl WriteSet {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        WriteSet {
+            writes: Vec::with_capacity(n),
+        }
+    }
+
+    pub(crate) fn put(&mut self, tree: TreeId, key: Vec<u8>, value: Vec<u8>) {
+        self.push(tree, key, Op::Put(value.into()), 0);
+    }
+
+    pub(crate) fn create(&mut self, tree: TreeId, key: Vec<u8>, value: impl Into<IVec>, seq: Seq) {
+        self.push(tree, key, Op::Create(value.into()), seq);
+    }
+
+    pub(crate) fn take(&mut self, tree: TreeId, key: Vec<u8>, expect: IVec, seq: Seq) {
+        self.push(tree, key, Op::Take(expect), seq);
+    }
+
+    pub(crate) fn delete(&mut self, tree: TreeId, key: Vec<u8>) {
+        self.push(tree, key, Op::Delete, 0);
+    }
+
+    pub(crate) fn put_record(&mut self, record: &AgentRecord) -> Result<()> {
+        let value = codec::encode(tree_names::AGENTS, record)?;
+        self.put(TreeId::Agents, keys::agent(&record.id), value);
+        Ok(())
+    }
+
+    fn push(&mut self, tree: TreeId, key: Vec<u8>, op: Op, seq: Seq) {
+        self.writes.push(Write {
+            tree,
+            key: key.into(),
+            op,
+            seq,
+        });
+    }
+}
+
+/// Removes `snap.*.generating` files from the database directory; returns their names.
+fn remove_abandoned_snapshots(dir: &Path) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(sled::Error::Io(e).into()),
+    };
+    for entry in entries {
+        let entry = entry.map_err(sled::Error::Io)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            std::fs::remove_file(entry.path()).map_err(sled::Error::Io)?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
+}
+
+/// The wall clock as a [`Timestamp`] (the store stamps appends and undo events that come without a
+/// time).
+pub(crate) fn now() -> Timestamp {
+    Timestamp::from_system_time(SystemTime::now())
+}
+
+impl Store {
+    /// Opens (or creates) the database in the directory `path`.
+    ///
+    /// A process killed while sled 0.34 writes its recovery snapshot leaves a half-written
+    /// `snap.*.generating` file that sled then reads as corruption and refuses to open (sled lists
+    /// snapshot files by prefix and skips only an older temporary suffix). Such a file is never the
+    /// valid snapshot: sled renames it only after writing and syncing it whole. So when opening fails
+    /// with corruption and such files exist, they are removed (with a warning) and the open is
+    /// retried once. A database that is open elsewhere fails earlier, on sled's file lock.
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let path = path.as_ref();
+        let flush_ms = u64::try_from(options.flush_every.as_millis()).unwrap_or(u64::MAX);
+        let config = sled::Config::new()
+            .path(path)
+            .flush_every_ms((flush_ms > 0).then_some(flush_ms));
+        let db = match config.open() {
+            Ok(db) => db,
+            Err(e @ sled::Error::Corruption { .. }) => {
+                let removed = remove_abandoned_snapshots(path)?;
+                if removed.is_empty() {
+                    return Err(e.into());
+                }
+                tracing::warn!(
+                    path = %path.display(),
+                    files = ?removed,
+                    "removed half-written sled snapshot files left by a killed process; retrying the open"
+                );
+                config.open()?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tracing::debug!(path = %path.display(), recovered = db.was_recovered(), "store opened");
+        Self::from_db(db)
+    }
+
+    /// A database that lives in memory-backed temporary files and is deleted when the last handle
+    /// drops (tests, examples).
+    pub fn temporary() -> Result<Store> {
+        let db = sled::Config::new().temporary(true).open()?;
+        Self::from_db(db)
+    }
+
+    fn from_db(db: sled::Db) -> Result<Store> {
+        use tree_names::*;
+        let trees = Trees {
+            agents: db.open_tree(AGENTS)?,
+            history: db.open_tree(HISTORY)?,
+            archive: db.open_tree(ARCHIVE)?,
+            journal: db.open_tree(JOURNAL)?,
+            journal_by_source: db.open_tree(JOURNAL_BY_SOURCE)?,
+            memory: db.open_tree(MEMORY)?,
+            events: db.open_tree(EVENTS)?,
+            undo: db.open_tree(UNDO)?,
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                trees,
+                states: RwLock::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// Writes everything to disk and fsyncs; returns the number of bytes flushed. Call on shutdown
+    /// (dropping the last handle flushes too, but cannot report an error).
+    pub fn flush(&self) -> Result<usize> {
+        Ok(self.inner.db.flush()?)
+    }
+
+    /// The database's size on disk, in bytes.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.inner.db.size_on_disk()?)
+    }
+
+    /// True when the database was opened from existing files (rather than created).
+    pub fn was_recovered(&self) -> bool {
+        self.inner.db.was_recovered()
+    }
+
+    // --- agents -------------------------------------------------------------------------------
+
+    /// Creates the record of a new agent. Fails with [`StoreError::AlreadyExists`] if it exists.
+    pub fn create_agent(&self, id: &AgentId, now: Timestamp) -> Result<AgentRecord> {
+        let record = AgentRecord::new(id.clone(), now);
+        let value = codec::encode(tree_names::AGENTS, &record)?;
+        let swapped = self.inner.trees.agents.compare_and_swap(
+            keys::agent(id),
+            None as Option<&[u8]>,
+            Some(value),
+        )?;
+        match swapped {
+            Ok(()) => {
+                tracing::debug!(agent = %id, "agent created");
+                Ok(record)
+            }
+            Err(_) => Err(StoreError::AlreadyExists(id.clone())),
+        }
+    }
+
+    /// Loads the agent's record, creating it first if it does not exist.
+    pub fn ensure_agent(&self, id: &AgentId, now: Timestamp) -> Result<AgentRecord> {
+        if let Some(record) = self.agent(id)? {
+            return Ok(record);
+        }
+        match self.create_agent(id, now) {
+            Err(StoreError::AlreadyExists(_)) => self
+                .agent(id)?
+                .ok_or_else(|| StoreError::UnknownAgent(id.clone())),
+            other => other,
+        }
+    }
+
+    /// The agent's record as stored, or `None` for an unknown agent.
+    pub fn agent(&self, id: &AgentId) -> Result<Option<AgentRecord>> {
+        let key = keys::agent(id);
+        match self.inner.trees.agents.get(&key)? {
+            Some(v) => Ok(Some(codec::decode(tree_names::AGENTS, &key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every agent's record (retired ones included), in id order.
+    pub fn agents(&self) -> Result<Vec<AgentRecord>> {
+        self.inner
+            .trees
+            .agents
+            .iter()
+            .map(|item| {
+                let (k, v) = item?;
+                codec::decode(tree_names::AGENTS, &k, &v)
+            })
+            .collect()
+    }
+
+    /// Replaces the agent's run-time config overrides.
+    pub fn set_overrides(&self, id: &AgentId, overrides: AgentOverrides) -> Result<AgentRecord> {
+        self.update_record(id, |r| r.overrides = overrides)
+    }
+
+    /// Replaces the agent's token calibration.
+    pub fn update_calibration(
+        &self,
+        id: &AgentId,
+        calibration: Calibration,
+    ) -> Result<AgentRecord> {
+        self.update_record(id, |r| r.calibration = calibration)
+    }
+
+    /// Marks the agent retired: it is no longer hosted, and nothing of its data is deleted.
+    pub fn retire(&self, id: &AgentId) -> Result<AgentRecord> {
+        self.update_record(id, |r| r.retired = true)
+    }
+
+    /// The tokens of the agent's live history: an O(1) read of the in-memory counter (the first call
+    /// for an agent loads its record).
+    pub fn usage_tokens(&self, id: &AgentId) -> Result<u64> {
+        Ok(self.state(id)?.history_tokens())
+    }
+
+    fn update_record(
+        &self,
+        id: &AgentId,
+        change: impl FnOnce(&mut AgentRecord),
+    ) -> Result<AgentRecord> {
+        let state = self.state(id)?;
+        let mut guard = state.lock();
+        let mut next = guard.clone();
+        change(&mut next);
+        let mut writes = WriteSet::with_capacity(1);
+        writes.put_record(&next)?;
+        self.apply_expecting_no_conflict(id, &writes)?;
+        state.publish(&mut guard, next.clone());
+        Ok(next)
+    }
+
+    // --- shared machinery ---------------------------------------------------------------------
+
+    /// The agent's in-memory state, loading it from its record on first use.
+    pub(crate) fn state(&self, id: &AgentId) -> Result<Arc<AgentState>> {
+        {
+            let states = self
+                .inner
+                .states
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(state) = states.get(id) {
+                return Ok(Arc::clone(state));
+            }
+        }
+        // No write of this agent can commit before its state exists, so the stored record is the
+        // latest; if another thread inserted the state meanwhile, theirs wins.
+        let record = self
+            .agent(id)?
+            .ok_or_else(|| StoreError::UnknownAgent(id.clone()))?;
+        let mut states = self
+            .inner
+            .states
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(Arc::clone(
+            states
+                .entry(id.clone())
+                .or_insert_with(|| Arc::new(AgentState::new(record))),
+        ))
+    }
+
+    /// The agent's in-memory state if it has been loaded.
+    pub(crate) fn loaded_state(&self, id: &AgentId) -> Option<Arc<AgentState>> {
+        self.inner
+            .states
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    /// Applies `writes` in one transaction across every tree. `Ok(Err(conflict))` means the
+    /// transaction aborted and nothing changed.
+    pub(crate) fn apply(&self, writes: &WriteSet) -> Result<std::result::Result<(), Conflict>> {
+        let t = &self.inner.trees;
+        let result = (
+            &t.agents,
+            &t.history,
+            &t.archive,
+            &t.journal,
+            &t.journal_by_source,
+            &t.memory,
+            &t.events,
+            &t.undo,
+        )
+            .transaction(
+                |(agents, history, archive, journal, by_source, memory, events, undo)| {
+                    let views = [
+                        agents, history, archive, journal, by_source, memory, events, undo,
+                    ];
+                    for w in &writes.writes {
+                        let tree = views[w.tree as usize];
+                        match &w.op {
+                            Op::Put(value) => {
+                                tree.insert(w.key.clone(), value.clone())?;
+                            }
+                            Op::Create(value) => {
+                                if tree.insert(w.key.clone(), value.clone())?.is_some() {
+                                    return Err(ConflictableTransactionError::Abort(Conflict {
+                                        seq: w.seq,
+                                        reason: format!(
+                                            "{} key {} is already taken",
+                                            w.tree.name(),
+                                            keys::render(&w.key)
+                                        ),
+                                    }));
+                                }
+                            }
+                            Op::Take(expect) => match tree.remove(w.key.clone())? {
+                                Some(old) if old == *expect => {}
+                                found => {
+                                    let what = if found.is_some() {
+                                        "changed since it was read"
+                                    } else {
+                                        "is gone"
+                                    };
+                                    return Err(ConflictableTransactionError::Abort(Conflict {
+                                        seq: w.seq,
+                                        reason: format!(
+                                            "{} key {} {what}",
+                                            w.tree.name(),
+                                            keys::render(&w.key)
+                                        ),
+                                    }));
+                                }
+                            },
+                            Op::Delete => {
+                                tree.remove(w.key.clone())?;
+                            }
+                        }
+                    }
+                    Ok(())
+                },
+            );
+        match result {
+            Ok(()) => Ok(Ok(())),
+            Err(TransactionError::Abort(conflict)) => Ok(Err(conflict)),
+            Err(TransactionError::Storage(e)) => Err(e.into()),
+        }
+    }
+
+    /// [`Store::apply`] for write sets built entirely under the agent's lock from fresh counters,
+    /// where a conflict means the stored data contradicts the record.
+    pub(crate) fn apply_expecting_no_conflict(
+        &self,
+        id: &AgentId,
+        writes: &WriteSet,
+    ) -> Result<()> {
+        self.apply(writes)?.map_err(|c| StoreError::Inconsistent {
+            agent: id.clone(),
+            reason: c.reason,
+        })
+    }
+}

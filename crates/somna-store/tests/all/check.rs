@@ -1,0 +1,68 @@
+//! check_invariants on a deliberately damaged database.
+
+use somna_store::{Store, StoreOptions};
+
+use crate::common::*;
+
+fn key(seq: u64) -> Vec<u8> {
+    [b"npc\0".as_slice(), &seq.to_be_bytes()].concat()
+}
+
+#[test]
+fn a_clean_agent_reports_its_counts() {
+    let (store, id) = store_with_agent();
+    let all = append_n(&store, &id, 12);
+    store
+        .commit_compaction(&id, &commit_for(&all[..6], "six", NOW))
+        .unwrap();
+    let report = store.check_invariants(&id).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(
+        (report.history_len, report.archive_len, report.journal_len),
+        (7, 6, 1)
+    );
+    assert_eq!(report.history_tokens, store.usage_tokens(&id).unwrap());
+    assert_eq!(
+        report.to_string(),
+        format!(
+            "agent npc: 7 history messages ({} tokens), 6 archived, 1 journal entries; ok",
+            report.history_tokens
+        )
+    );
+}
+
+#[test]
+fn damage_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = agent("npc");
+    {
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        store.create_agent(&id, NOW).unwrap();
+        let all = append_n(&store, &id, 12);
+        store
+            .commit_compaction(&id, &commit_for(&all[..6], "six", NOW))
+            .unwrap();
+        assert_clean(&store, &id);
+    }
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let history = db.open_tree("history").unwrap();
+        let archive = db.open_tree("archive").unwrap();
+        // An original lost from the archive, another one archived twice (left in history too),
+        // a history message lost, the summary's undo record and an index key deleted.
+        archive.remove(key(2)).unwrap();
+        let eight = history.get(key(8)).unwrap().unwrap();
+        archive.insert(key(8), eight).unwrap();
+        history.remove(key(10)).unwrap();
+        history.remove(key(11)).unwrap();
+        let summary_key = [key(0), 1u32.to_be_bytes().to_vec()].concat();
+        db.open_tree("undo").unwrap().remove(summary_key).unwrap();
+        let index = db.open_tree("journal_by_source").unwrap();
+        let index_key = index.scan_prefix(b"npc\0").next().unwrap().unwrap().0;
+        index.remove(index_key).unwrap();
+        db.flush().unwrap();
+    }
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let report = store.check_invariants(&id).unwrap();
+    insta::assert_snapshot!(report.to_string());
+}

@@ -1,0 +1,160 @@
+//! Fixtures shared by every test module: stores, agents, messages, and commits built the way the
+//! compaction engine builds them.
+
+use somna_core::{
+    AgentId, CompactionMethod, CompactionRecord, JournalEntry, Message, MessageKind, Role,
+    SummaryMeta, Timestamp, Trigger,
+};
+use somna_store::{CompactionCommit, Store};
+
+/// A fixed "now" so stored values are reproducible.
+pub const NOW: Timestamp = Timestamp(1_790_000_000_000);
+
+/// A temporary store with one agent, `npc`.
+pub fn store_with_agent() -> (Store, AgentId) {
+    let store = Store::temporary().unwrap();
+    let id = agent("npc");
+    store.create_agent(&id, NOW).unwrap();
+    (store, id)
+}
+
+/// An agent id.
+pub fn agent(name: &str) -> AgentId {
+    AgentId::new(name).unwrap()
+}
+
+/// The i-th message of a scripted conversation, with a token count derived from its length.
+pub fn msg(i: u64) -> Message {
+    let m = if i % 2 == 0 {
+        Message::user(format!("user turn {i}: where is the smithy?"))
+    } else {
+        Message::assistant(format!(
+            "assistant turn {i}: past the well, {}",
+            "far ".repeat((i % 7) as usize)
+        ))
+    };
+    with_tokens(m.at(Timestamp(NOW.0 + i)))
+}
+
+/// Sets `tokens` the way a caller would (any deterministic count will do for the store).
+pub fn with_tokens(mut m: Message) -> Message {
+    m.tokens = 4 + (m.content.len() as u32).div_ceil(4);
+    m
+}
+
+/// Appends `n` scripted messages, returning them as stored.
+pub fn append_n(store: &Store, id: &AgentId, n: u64) -> Vec<Message> {
+    let start = store.agent(id).unwrap().unwrap().next_seq;
+    store
+        .append_batch(id, (start..start + n).map(msg).collect())
+        .unwrap()
+}
+
+/// The last original seq a history message stands for.
+pub fn through(m: &Message) -> u64 {
+    m.summary().map_or(m.seq, |s| s.covers_through_seq)
+}
+
+/// The summary the engine would write for `covered`: it takes the first covered seq, folds in any
+/// earlier summary (generation + 1) and is smaller than what it replaces.
+pub fn summary_for(covered: &[Message], text: &str, at: Timestamp) -> Message {
+    let first = &covered[0];
+    let last = covered.last().unwrap();
+    let generation = covered
+        .iter()
+        .filter_map(|m| m.summary().map(|s| s.generation))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let content = format!("{} {text}", Message::SUMMARY_PREFIX);
+    let tokens = 4 + (content.len() as u32).div_ceil(4);
+    Message {
+        seq: first.seq,
+        tokens,
+        created_at: at,
+        kind: MessageKind::Summary(SummaryMeta {
+            covers_from_seq: first.seq,
+            covers_through_seq: through(last),
+            compacted_count: covered.len() as u32,
+            original_tokens: covered.iter().map(|m| m.tokens).sum(),
+            summary_tokens: tokens,
+            generation,
+            compacted_at: at,
+        }),
+        ..Message::new(Role::System, content)
+    }
+}
+
+/// A full compaction commit of `covered` with its synthesis entry and log record.
+pub fn commit_for(covered: &[Message], text: &str, at: Timestamp) -> CompactionCommit {
+    let summary = summary_for(covered, text, at);
+    let meta = summary.summary().unwrap().clone();
+    let before: u64 = covered.iter().map(|m| u64::from(m.tokens)).sum();
+    CompactionCommit {
+        covered: covered.to_vec(),
+        journal: vec![JournalEntry::synthesis(
+            at,
+            summary.content.clone(),
+            meta.covers_from_seq,
+            meta.covers_through_seq,
+        )],
+        record: CompactionRecord {
+            at,
+            trigger: Trigger::Manual,
+            method: CompactionMethod::Extractive,
+            summary_seq: 0,
+            covers: (meta.covers_from_seq, meta.covers_through_seq),
+            compacted: covered.len() as u32,
+            preserved: 0,
+            tokens_before: before,
+            tokens_after: u64::from(summary.tokens),
+            synthesis_entry: None,
+            generation: meta.generation,
+        },
+        summary,
+    }
+}
+
+/// The masked placeholder the engine would write for a normal message.
+pub fn masked_of(original: &Message) -> Message {
+    let content = format!("[tool output masked: {} tokens]", original.tokens);
+    Message {
+        tokens: 4 + (content.len() as u32).div_ceil(4),
+        kind: MessageKind::Masked {
+            original_tokens: original.tokens,
+        },
+        content,
+        ..original.clone()
+    }
+}
+
+/// Everything of one agent that a failed commit must leave unchanged.
+#[derive(Debug, PartialEq)]
+pub struct Snapshot {
+    pub record: somna_core::AgentRecord,
+    pub history: Vec<Message>,
+    pub archive: Vec<Message>,
+    pub journal: Vec<JournalEntry>,
+    pub events: Vec<somna_store::LoggedEvent>,
+    pub usage: u64,
+}
+
+/// Takes a [`Snapshot`].
+pub fn snapshot(store: &Store, id: &AgentId) -> Snapshot {
+    Snapshot {
+        record: store.agent(id).unwrap().unwrap(),
+        history: store.history(id).unwrap(),
+        archive: store.archive_range(id, 0, usize::MAX).unwrap(),
+        journal: store
+            .query_journal(id, &somna_core::JournalQuery::default())
+            .unwrap(),
+        events: store.events(id, usize::MAX).unwrap(),
+        usage: store.usage_tokens(id).unwrap(),
+    }
+}
+
+/// Asserts that `check_invariants` finds nothing.
+pub fn assert_clean(store: &Store, id: &AgentId) {
+    let report = store.check_invariants(id).unwrap();
+    assert!(report.is_ok(), "{report}");
+}

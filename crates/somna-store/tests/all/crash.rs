@@ -1,0 +1,220 @@
+//! Crash test: a child process (this test binary, re-run in child mode) loops over appends,
+//! compactions, maskings and uncompactions on one database directory while this process SIGKILLs it
+//! at random moments. After every kill the database must open and `check_invariants` must be clean.
+//!
+//! `SOMNA_CRASH_KILLS` sets the number of kills (default 60); `SOMNA_CRASH_SEED` replays a run.
+
+use std::io::Read as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use proptest::prelude::Rng as _;
+use proptest::test_runner::{RngAlgorithm, TestRng};
+use somna_core::{JournalEntry, MessageKind, SourceType};
+use somna_store::{CommitOutcome, Store, StoreOptions};
+
+use crate::common::*;
+
+/// Set in the child's environment: the database directory.
+const CHILD_DIR: &str = "SOMNA_STORE_CRASH_CHILD_DIR";
+/// Set in the child's environment: the child's random seed.
+const CHILD_SEED: &str = "SOMNA_STORE_CRASH_CHILD_SEED";
+
+fn rng(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// The child's entry point. Run normally (without `SOMNA_STORE_CRASH_CHILD_DIR`) it returns at
+/// once: it only does work as the child process of `sigkill_during_writes_never_breaks_invariants`.
+#[test]
+fn crash_child() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return;
+    };
+    let seed = std::env::var(CHILD_SEED)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    child_loop(Path::new(&dir), seed);
+}
+
+/// Writes until killed.
+fn child_loop(dir: &Path, seed: u64) {
+    let mut rng = rng(seed);
+    let flush_every = Duration::from_millis([5, 50, 500][rng.random_range(0..3usize)]);
+    let store = Store::open(dir, StoreOptions { flush_every }).unwrap();
+    let id = agent("crash");
+    store.ensure_agent(&id, NOW).unwrap();
+    for op in 0u64.. {
+        match rng.random_range(0..10u32) {
+            0..=4 => {
+                append_n(&store, &id, rng.random_range(1..8u64));
+            }
+            5 | 6 => {
+                let history = store.history(&id).unwrap();
+                if history.len() > 12 {
+                    let covered = &history[..history.len() - 8];
+                    let outcome = store
+                        .commit_compaction(&id, &commit_for(covered, "crash test", NOW))
+                        .unwrap();
+                    assert!(
+                        matches!(outcome, CommitOutcome::Committed { .. }),
+                        "{outcome:?}"
+                    );
+                }
+            }
+            7 => {
+                let history = store.history(&id).unwrap();
+                let normals: Vec<_> = history.iter().filter(|m| m.is_normal()).collect();
+                if !normals.is_empty() {
+                    let target = normals[rng.random_range(0..normals.len())];
+                    store.commit_masking(&id, vec![masked_of(target)]).unwrap();
+                }
+            }
+            8 => {
+                let history = store.history(&id).unwrap();
+                if let Some(summary) = history
+                    .iter()
+                    .find(|m| matches!(m.kind, MessageKind::Summary(_)))
+                {
+                    store.uncompact(&id, summary.seq, NOW).unwrap();
+                }
+            }
+            _ => {
+                store
+                    .append_journal(
+                        &id,
+                        JournalEntry::new(NOW, SourceType::Note, 5, format!("op {op}")),
+                    )
+                    .unwrap();
+            }
+        }
+        if op % 64 == 63 {
+            store.flush().unwrap();
+        }
+    }
+}
+
+#[test]
+fn sigkill_during_writes_never_breaks_invariants() {
+    let kills: u32 = std::env::var("SOMNA_CRASH_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("SOMNA_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("crash test: seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills");
+    let mut rng = rng(seed);
+    let dir = tempfile::Builder::new()
+        .prefix("somna-crash-")
+        .tempdir()
+        .unwrap();
+    // On a failure the directory is kept for inspection and its path printed.
+    let fail = |dir: tempfile::TempDir, message: String| -> ! {
+        let kept = dir.keep();
+        panic!("{message}\n(the database is kept in {})", kept.display());
+    };
+    let exe = std::env::current_exe().unwrap();
+    let id = agent("crash");
+    let started = Instant::now();
+    let (mut progressed, mut last_next_seq, mut last_compactions) = (0u32, 0u64, 0u32);
+
+    for round in 0..kills {
+        let mut child = Command::new(&exe)
+            .args([
+                "crash::crash_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, dir.path())
+            .env(CHILD_SEED, rng.random::<u64>().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(5..=150u64)));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        if status.signal() != Some(9) {
+            fail(
+                dir,
+                format!(
+                    "round {round}: the child ended on its own ({status}) before the kill:\n{stderr}"
+                ),
+            );
+        }
+
+        let store = match Store::open(dir.path(), StoreOptions::default()) {
+            Ok(store) => store,
+            Err(e) => fail(
+                dir,
+                format!(
+                    "round {round} (seed {seed}): the database does not open after a kill: {e}"
+                ),
+            ),
+        };
+        if let Some(record) = store.agent(&id).unwrap() {
+            let report = store.check_invariants(&id).unwrap();
+            if !report.is_ok() {
+                drop(store);
+                fail(dir, format!("round {round} (seed {seed}): {report}"));
+            }
+            if record.next_seq > last_next_seq || record.compaction_count > last_compactions {
+                progressed += 1;
+            }
+            if record.next_seq < last_next_seq {
+                drop(store);
+                fail(
+                    dir,
+                    format!(
+                        "round {round}: next_seq went back from {last_next_seq} to {} (a recovered write was lost)",
+                        record.next_seq
+                    ),
+                );
+            }
+            last_next_seq = record.next_seq;
+            last_compactions = record.compaction_count;
+        }
+    }
+
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let record = store
+        .agent(&id)
+        .unwrap()
+        .expect("no child ever created the agent");
+    let report = store.check_invariants(&id).unwrap();
+    println!(
+        "crash test: {kills} kills in {:.1} s, {progressed} rounds left durable progress; \
+         final: next_seq {}, {} compactions, history {} messages, archive {}, journal {}, {} bytes on disk",
+        started.elapsed().as_secs_f64(),
+        record.next_seq,
+        record.compaction_count,
+        report.history_len,
+        report.archive_len,
+        report.journal_len,
+        store.size_on_disk().unwrap()
+    );
+    assert!(
+        progressed > 0,
+        "no round made durable progress: the kills came too early"
+    );
+}
