@@ -39,6 +39,18 @@ pub struct Cli {
 /// What to do.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the runtime: host the config's agents (until ctrl-c), or play a scenario.
+    Run {
+        /// A scenario file to play in accelerated time (e.g. examples/village/scenario.toml).
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+        /// Stop after this much real time (e.g. `30s`); default: until ctrl-c or the scenario's end.
+        #[arg(long = "for", value_parser = humantime::parse_duration)]
+        for_real: Option<std::time::Duration>,
+        /// Print only sleeps, compactions and warnings, not every message.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Validate a config file: exit 0 when valid, 2 with every error listed.
     CheckConfig {
         /// The file to check (default: --config).

@@ -3,6 +3,7 @@
 
 mod cli;
 mod output;
+mod run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -51,6 +52,56 @@ fn init_tracing(verbose: u8) {
 fn run(cli: Cli) -> Result<ExitCode> {
     let out = Out::new(cli.json);
     match &cli.command {
+        Command::Run {
+            scenario,
+            for_real,
+            quiet,
+        } => {
+            let scenario = scenario
+                .as_deref()
+                .map(|p| -> Result<somna_runtime::scenario::Scenario> {
+                    let text = std::fs::read_to_string(p)
+                        .with_context(|| format!("cannot read scenario {}", p.display()))?;
+                    Ok(somna_runtime::scenario::Scenario::parse(
+                        &text,
+                        &p.display().to_string(),
+                    )?)
+                })
+                .transpose()?;
+            let mut sets = scenario.as_ref().map(|s| s.set.clone()).unwrap_or_default();
+            sets.extend(cli.set.iter().cloned());
+            let config = match load_config(&cli.config, &sets) {
+                Ok(c) => c,
+                Err(LoadError::Invalid(errors)) => {
+                    out.config_errors(&cli.config, &errors);
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+                Err(LoadError::Io(e)) => return Err(e),
+            };
+            let path = cli
+                .db
+                .clone()
+                .unwrap_or_else(|| store_path(&cli.config, &config.store.path));
+            std::fs::create_dir_all(&path).with_context(|| {
+                format!("cannot create the database directory {}", path.display())
+            })?;
+            let store = Store::open(
+                &path,
+                StoreOptions {
+                    flush_every: config.store.flush_every,
+                },
+            )
+            .with_context(|| format!("cannot open the database at {}", path.display()))?;
+            run::run(run::RunArgs {
+                config,
+                store,
+                scenario,
+                for_real: *for_real,
+                quiet: *quiet,
+                store_path: &path,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::CheckConfig { path } => {
             let path = path.clone().unwrap_or_else(|| cli.config.clone());
             check_config(&path, &cli.set, &out)

@@ -1,6 +1,8 @@
 //! Table-driven tests of compaction planning: one line per case, a snapshot of the plan.
 //! Update the snapshots with `UPDATE_EXPECT=1 cargo test -p somna-core --test plan` and review the diff.
 
+#![allow(clippy::unwrap_used, clippy::field_reassign_with_default)]
+
 use expect_test::{Expect, expect};
 use somna_core::compaction::{PlanOutcome, PlanRequest, plan};
 use somna_core::config::CompactionConfig;

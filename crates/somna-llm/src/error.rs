@@ -9,7 +9,7 @@ pub type Result<T, E = LlmError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
     /// The server did not answer within the request timeout.
-    #[error("LLM request timed out after {after:?} (attempt {attempts})")]
+    #[error("LLM request timed out after {after:?} ({attempts} attempt(s))")]
     Timeout {
         /// The per-attempt timeout that expired.
         after: Duration,

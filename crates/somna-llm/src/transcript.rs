@@ -245,9 +245,9 @@ pub fn escape(text: &str) -> String {
     while let Some(i) = rest.find('<') {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
-        if after.starts_with('\\') {
+        if let Some(tail) = after.strip_prefix('\\') {
             out.push_str("<\\\\");
-            rest = &after[1..];
+            rest = tail;
         } else {
             if starts_with_tag(after) {
                 out.push_str("<\\");

@@ -9,7 +9,7 @@ use actix::prelude::*;
 use somna_core::config::{AgentConfig, AgentOverrides};
 use tokio::sync::oneshot;
 
-use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job};
+use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
 use crate::compactor::CompactionOutcome;
 use crate::stats::TickStats;
 
@@ -79,6 +79,9 @@ pub struct AgentActor {
     stopping: bool,
     drain_waiters: Vec<oneshot::Sender<()>>,
     stats: Arc<TickStats>,
+    /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
+    /// read, the builtin provider's CPU work) never delays another agent's tick.
+    jobs: tokio::runtime::Handle,
 }
 
 impl AgentActor {
@@ -88,6 +91,7 @@ impl AgentActor {
         tick_every: Duration,
         first_tick_after: Duration,
         stats: Arc<TickStats>,
+        jobs: tokio::runtime::Handle,
     ) -> Self {
         AgentActor {
             agent,
@@ -98,6 +102,18 @@ impl AgentActor {
             stopping: false,
             drain_waiters: Vec::new(),
             stats,
+            jobs,
+        }
+    }
+
+    /// Runs `job` on the worker pool; the future resolves on the actor's Arbiter.
+    fn run_job(&self, job: Job) -> impl std::future::Future<Output = JobOutcome> + 'static {
+        let handle = self.jobs.spawn(job.run());
+        async move {
+            handle.await.unwrap_or_else(|e| JobOutcome {
+                error: Some(format!("the job stopped: {e}")),
+                ..JobOutcome::default()
+            })
         }
     }
 
@@ -138,7 +154,7 @@ impl AgentActor {
     fn spawn(&mut self, job: Job, ctx: &mut Context<Self>) {
         self.in_flight = true;
         let kind = job.kind;
-        ctx.spawn(job.run().into_actor(self).map(move |out, act, _| {
+        ctx.spawn(self.run_job(job).into_actor(self).map(move |out, act, _| {
             act.agent.finish(kind, &out);
             act.job_done();
         }));
@@ -190,7 +206,7 @@ impl Handler<Sleep> for AgentActor {
         };
         self.in_flight = true;
         let kind = job.kind;
-        Box::pin(job.run().into_actor(self).map(move |out, act, _| {
+        Box::pin(self.run_job(job).into_actor(self).map(move |out, act, _| {
             act.agent.finish(kind, &out);
             act.job_done();
             SleepResult::Slept {
@@ -214,7 +230,7 @@ impl Handler<Compact> for AgentActor {
         };
         self.in_flight = true;
         let kind = job.kind;
-        Box::pin(job.run().into_actor(self).map(move |out, act, _| {
+        Box::pin(self.run_job(job).into_actor(self).map(move |out, act, _| {
             act.agent.finish(kind, &out);
             act.job_done();
             match (out.compaction, out.error) {

@@ -146,7 +146,9 @@ struct JobContext {
 pub struct JobOutcome {
     pub compaction: Option<CompactionOutcome>,
     pub replied: bool,
-    pub pending_tools: Vec<(String, String)>,
+    /// Host tool calls to hand over: (call id, name, arguments). The agent registers them, then
+    /// emits the events, so a host that answers at once finds the call pending.
+    pub pending_tools: Vec<(String, String, String)>,
     pub error: Option<String>,
     pub calibration: Option<Calibration>,
     pub working_tokens: Option<u64>,
@@ -400,12 +402,21 @@ impl Agent {
             self.retry_at = None;
         }
         let deadline = now.saturating_add(self.config.tool_timeout);
-        for (call_id, name) in &out.pending_tools {
+        for (call_id, name, arguments) in &out.pending_tools {
             self.pending_tools.push(PendingTool {
                 call_id: call_id.clone(),
                 name: name.clone(),
                 deadline,
             });
+            self.deps.events.emit(
+                now,
+                Event::ToolCallRequested {
+                    agent: self.id.clone(),
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                },
+            );
         }
         self.state = if self.pending_tools.is_empty() {
             AgentState::Idle
@@ -736,13 +747,7 @@ the number only.",
                     }
                     self.append(Message::tool_result(call.id.clone(), result).at(self.now()))?;
                 } else if self.config.tools.iter().any(|t| t.name == call.name) {
-                    self.emit(Event::ToolCallRequested {
-                        agent: self.id.clone(),
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                    });
-                    waiting.push((call.id.clone(), call.name.clone()));
+                    waiting.push((call.id.clone(), call.name.clone(), call.arguments.clone()));
                 } else {
                     self.append(
                         Message::tool_result(

@@ -7,6 +7,7 @@
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent`, and its messages.
 //! - [`scheduler`]: the `Scheduler` actor and its plain `SleepPlan` (period, jitter, cap).
 //! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
+//! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
 //! - [`events`]: `Event` and the `EventBus` (tracing + broadcast).
@@ -19,6 +20,7 @@ pub mod compactor;
 pub mod events;
 pub mod prompt;
 pub mod runtime;
+pub mod scenario;
 pub mod scheduler;
 pub mod stats;
 pub mod tools;

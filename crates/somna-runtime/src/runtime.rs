@@ -50,6 +50,8 @@ pub enum RuntimeError {
     Agent(AgentId, String),
     #[error("the runtime is shutting down")]
     ShuttingDown,
+    #[error("cannot start the job pool: {0}")]
+    JobPool(std::io::Error),
     #[error("store: {0}")]
     Store(#[from] StoreError),
 }
@@ -100,6 +102,37 @@ struct Inner {
     next_arbiter: AtomicUsize,
     scheduler: Option<Addr<Scheduler>>,
     stats: Arc<TickStats>,
+    jobs: JobPool,
+}
+
+/// The worker pool agents' jobs run on (LLM calls, compactions, store reads for prompts).
+#[derive(Debug)]
+struct JobPool {
+    rt: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+}
+
+impl JobPool {
+    fn new(threads: usize) -> std::io::Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("somna-job")
+            .enable_all()
+            .build()?;
+        Ok(JobPool {
+            handle: rt.handle().clone(),
+            rt: Some(rt),
+        })
+    }
+}
+
+impl Drop for JobPool {
+    fn drop(&mut self) {
+        // Dropping a runtime inside an async context panics; this never blocks.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Runtime {
@@ -122,6 +155,7 @@ impl Runtime {
             .schedule_sleeps
             .then(|| Scheduler::new(config.runtime.max_concurrent_sleeps as usize).start());
         let compactor = Compactor::new(store.clone(), Arc::clone(&llm));
+        let jobs = JobPool::new(cores).map_err(RuntimeError::JobPool)?;
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 store: store.clone(),
@@ -133,6 +167,7 @@ impl Runtime {
                 next_arbiter: AtomicUsize::new(0),
                 scheduler,
                 stats: Arc::new(TickStats::default()),
+                jobs,
                 llm,
                 config,
             }),
@@ -178,8 +213,9 @@ impl Runtime {
         let offset = tick.mul_f64(((n as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
         let arbiter = &self.inner.arbiters[n % self.inner.arbiters.len()];
         let stats = Arc::clone(&self.inner.stats);
+        let jobs = self.inner.jobs.handle.clone();
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            AgentActor::new(agent, tick, offset, stats)
+            AgentActor::new(agent, tick, offset, stats, jobs)
         });
         if let Some(s) = &self.inner.scheduler {
             s.do_send(scheduler::Register {

@@ -4,8 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Histogram buckets: bucket `i` holds lateness in `[2^(i-1), 2^i)` microseconds (bucket 0: < 1 µs).
-const BUCKETS: usize = 40;
+/// Sub-buckets per power of two: lateness is recorded within 12.5% of its value.
+const SUB: usize = 8;
+/// Histogram buckets: powers of two of microseconds, each split into `SUB` linear sub-buckets.
+const BUCKETS: usize = 40 * SUB;
 
 /// Counters of the tick loop.
 #[derive(Debug)]
@@ -41,7 +43,7 @@ impl TickStats {
     pub fn record(&self, late: Duration) {
         self.ticks.fetch_add(1, Ordering::Relaxed);
         let us = late.as_micros().min(u128::from(u64::MAX)) as u64;
-        let bucket = (64 - us.leading_zeros() as usize).min(BUCKETS - 1);
+        let bucket = bucket_of(us).min(BUCKETS - 1);
         self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
         self.max_lateness_us.fetch_max(us, Ordering::Relaxed);
     }
@@ -77,10 +79,10 @@ impl TickStats {
             for (i, c) in counts.iter().enumerate() {
                 seen += c;
                 if seen >= rank {
-                    return Duration::from_micros(if i == 0 { 1 } else { 1u64 << i });
+                    return Duration::from_micros(upper_bound(i));
                 }
             }
-            Duration::from_micros(1u64 << (BUCKETS - 1))
+            Duration::from_micros(upper_bound(BUCKETS - 1))
         };
         TickSummary {
             ticks: self.ticks(),
@@ -91,9 +93,46 @@ impl TickStats {
     }
 }
 
+/// The bucket of a value: values below `SUB` have a bucket each; above, the octave and the next
+/// three bits below the leading one pick the bucket.
+fn bucket_of(us: u64) -> usize {
+    if us < SUB as u64 {
+        return us as usize;
+    }
+    let octave = 63 - us.leading_zeros() as usize; // ≥ 3
+    let mantissa = ((us >> (octave - 3)) & (SUB as u64 - 1)) as usize;
+    (octave - 2) * SUB + mantissa
+}
+
+/// The smallest value above every value of bucket `i` (the percentile reported for it).
+fn upper_bound(i: usize) -> u64 {
+    if i < SUB {
+        return i as u64 + 1;
+    }
+    let octave = i / SUB + 2;
+    let mantissa = (i % SUB) as u64;
+    ((SUB as u64 + mantissa + 1) << (octave - 3)).min(u64::MAX >> 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for us in [0u64, 1, 7, 8, 9, 15, 16, 100, 1_000, 12_345, 1 << 30] {
+            let b = bucket_of(us);
+            assert!(b >= last, "bucket order at {us}");
+            last = b;
+            let upper = upper_bound(b);
+            assert!(upper > us, "{us} below its bound {upper}");
+            assert!(
+                upper as f64 <= (us as f64 * 1.125).max(us as f64 + 1.0),
+                "{us}: {upper}"
+            );
+        }
+    }
 
     #[test]
     fn percentiles_bound_the_samples() {
@@ -105,8 +144,8 @@ mod tests {
         s.record(Duration::from_millis(30));
         let sum = s.summary();
         assert_eq!(sum.ticks, 100);
-        assert!(sum.p50 >= Duration::from_micros(100) && sum.p50 < Duration::from_micros(256));
-        assert!(sum.p99 >= Duration::from_millis(5) && sum.p99 < Duration::from_millis(9));
+        assert!(sum.p50 >= Duration::from_micros(100) && sum.p50 <= Duration::from_micros(113));
+        assert!(sum.p99 >= Duration::from_millis(5) && sum.p99 <= Duration::from_micros(5_630));
         assert_eq!(sum.max, Duration::from_millis(30));
     }
 }

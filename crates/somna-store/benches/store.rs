@@ -2,7 +2,7 @@
 //! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages, and the journal
 //! query for synthesis entries. Databases live in a temporary directory on disk with the default
 //! 500 ms background flush.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -73,6 +73,30 @@ fn usage(c: &mut Criterion) {
     c.bench_function("usage_tokens/100k_messages", |b| {
         b.iter(|| store.usage_tokens(black_box(&id)).unwrap())
     });
+
+    // Space growth (printed, not benchmarked): the same 100,000 messages live, then all but the
+    // last 20 compacted into one summary (moved to the archive), then undone.
+    let mb = |store: &Store| {
+        store.flush().unwrap();
+        store.size_on_disk().unwrap() as f64 / 1e6
+    };
+    let live = mb(&store);
+    let history = store.history(&id).unwrap();
+    let content_bytes: usize = history.iter().map(|m| m.content.len()).sum();
+    let outcome = store
+        .commit_compaction(&id, &commit(&history[..99_980]))
+        .unwrap();
+    assert!(matches!(outcome, CommitOutcome::Committed { .. }));
+    let compacted = mb(&store);
+    store.uncompact(&id, 0, NOW).unwrap();
+    let undone = mb(&store);
+    std::thread::sleep(Duration::from_secs(3));
+    let later = mb(&store);
+    println!(
+        "space: 100,000 messages ({:.1} MB of content): {live:.1} MB on disk; after compacting \
+         99,980 into the archive: {compacted:.1} MB; after undoing it: {undone:.1} MB; 3 s later: {later:.1} MB",
+        content_bytes as f64 / 1e6
+    );
 }
 
 /// The commit the engine would make for `covered`.

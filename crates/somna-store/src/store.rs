@@ -240,6 +240,29 @@ impl WriteSet {
     }
 }
 
+/// How long [`Store::open`] waits for sled's file lock before giving up.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Opens the database, retrying while sled's file lock is still held. sled releases the lock only
+/// when its last background IO task of a dropped handle ends, which can be a moment after the drop
+/// returned, so an immediate reopen in the same process may find it held. A database held by
+/// another process still fails, after [`LOCK_WAIT`].
+fn open_waiting_for_lock(config: &sled::Config) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            // sled reports a held lock only as an `Io` error with this message.
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Removes `snap.*.generating` files from the database directory; returns their names.
 fn remove_abandoned_snapshots(dir: &Path) -> Result<Vec<String>> {
     let mut removed = Vec::new();
@@ -280,7 +303,7 @@ impl Store {
         let config = sled::Config::new()
             .path(path)
             .flush_every_ms((flush_ms > 0).then_some(flush_ms));
-        let db = match config.open() {
+        let db = match open_waiting_for_lock(&config) {
             Ok(db) => db,
             Err(e @ sled::Error::Corruption { .. }) => {
                 let removed = remove_abandoned_snapshots(path)?;
@@ -292,7 +315,7 @@ impl Store {
                     files = ?removed,
                     "removed half-written sled snapshot files left by a killed process; retrying the open"
                 );
-                config.open()?
+                open_waiting_for_lock(&config)?
             }
             Err(e) => return Err(e.into()),
         };

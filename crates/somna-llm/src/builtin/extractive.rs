@@ -435,9 +435,12 @@ struct Input<'a> {
     turns: &'a [Turn],
     sentences: Vec<Sentence>,
     prior: StructuredSummary,
-    entities: EntityCounter,
+    /// Accepted entities (see [`EntityCounter::entities`]).
+    known: BTreeSet<String>,
     /// Entities occurring at least twice, most frequent first.
     recurring: Vec<(String, u32)>,
+    /// The same, for lookups.
+    recurring_set: BTreeSet<String>,
     /// Artifact → (mentions, first position).
     artifacts: BTreeMap<String, (u32, usize)>,
 }
@@ -512,23 +515,23 @@ impl<'a> Input<'a> {
             turns,
             sentences,
             prior,
-            entities,
+            known: entities.entities().into_keys().collect(),
+            recurring_set: recurring.iter().map(|(e, _)| e.clone()).collect(),
             recurring,
             artifacts,
         }
     }
 
     fn is_recurring(&self, entity: &str) -> bool {
-        self.recurring.iter().any(|(e, _)| e == entity)
+        self.recurring_set.contains(entity)
     }
 
     /// Names and numbers: what makes a sentence worth keeping.
     fn salience(&self, s: &Sentence) -> f64 {
-        let known = self.entities.entities();
         let entity_score: f64 = s
             .entities
             .iter()
-            .filter(|e| known.contains_key(*e))
+            .filter(|e| self.known.contains(*e))
             .map(|e| if self.is_recurring(e) { 2.0 } else { 1.0 })
             .sum::<f64>()
             .min(6.0);
@@ -585,14 +588,14 @@ impl<'a> Input<'a> {
     }
 
     fn is_decision(&self, s: &Sentence) -> bool {
-        !s.question && s.words.len() >= 3 && text::has_cue(&s.norm, &DECISION_CUES)
+        !s.question && s.words.len() >= 3 && text::has_cue(&s.norm, DECISION_CUES)
     }
 
     fn decision_candidates(&self) -> Vec<Candidate> {
         let mut out = self.prior_candidates(Section::Decisions, 8.0);
         for (i, s) in self.sentences.iter().enumerate() {
             if self.is_decision(s) {
-                let strength = text::count_cues(&s.norm, &DECISION_CUES).min(2) as f64;
+                let strength = text::count_cues(&s.norm, DECISION_CUES).min(2) as f64;
                 out.push(self.candidate(i, s.item(), 4.0 + 2.0 * strength + self.salience(s)));
             }
         }
@@ -615,9 +618,9 @@ impl<'a> Input<'a> {
                 continue;
             } else if s.question {
                 continue;
-            } else if text::has_cue(&s.norm, &PENDING_STRONG_CUES) {
+            } else if text::has_cue(&s.norm, PENDING_STRONG_CUES) {
                 6.0
-            } else if text::has_cue(&s.norm, &PENDING_WEAK_CUES)
+            } else if text::has_cue(&s.norm, PENDING_WEAK_CUES)
                 && (s.number || !s.entities.is_empty())
             {
                 2.0
@@ -647,16 +650,16 @@ impl<'a> Input<'a> {
             replies.push_str(&turn.content);
             replies.push(' ');
         }
-        replies.trim().is_empty() || text::has_cue(&text::normalized(&replies), &UNCERTAIN_CUES)
+        replies.trim().is_empty() || text::has_cue(&text::normalized(&replies), UNCERTAIN_CUES)
     }
 
     fn fact_candidates(&self) -> Vec<Candidate> {
         let mut out = self.prior_candidates(Section::UserFacts, 6.0);
         for (i, s) in self.sentences.iter().enumerate() {
-            if s.role != Role::User || s.question || text::has_cue(&s.norm, &FACT_NEGATIVE_CUES) {
+            if s.role != Role::User || s.question || text::has_cue(&s.norm, FACT_NEGATIVE_CUES) {
                 continue;
             }
-            let cues = text::count_cues(&s.norm, &FACT_CUES);
+            let cues = text::count_cues(&s.norm, FACT_CUES);
             if cues == 0 {
                 continue;
             }
@@ -769,7 +772,7 @@ impl Builder<'_> {
                 self.used.insert(s);
             }
         }
-        items.sort_by(|a, b| a.order.cmp(&b.order));
+        items.sort_by_key(|c| c.order);
         self.chosen.insert(section, items);
     }
 
@@ -843,7 +846,7 @@ impl Builder<'_> {
                 .unwrap_or_default();
             items.push(candidate);
             if self.fits(Section::TopicArc, &items) {
-                items.sort_by(|a, b| a.order.cmp(&b.order));
+                items.sort_by_key(|c| c.order);
                 self.used.insert(index);
                 self.chosen.insert(Section::TopicArc, items);
             }

@@ -101,23 +101,23 @@ pub fn score_importance(text: &str) -> u8 {
     if text::content_words(text).is_empty() {
         return 1;
     }
-    if words.len() <= 4 && text::has_cue(&norm, &SMALL_TALK) {
+    if words.len() <= 4 && text::has_cue(&norm, SMALL_TALK) {
         return 1;
     }
     let mut score: i32 = 2;
-    if text::has_cue(&norm, &FACT_CUES) {
+    if text::has_cue(&norm, FACT_CUES) {
         score += 3;
     }
-    if text::has_cue(&norm, &DECISION_WORDS) {
+    if text::has_cue(&norm, DECISION_WORDS) {
         score += 3;
     }
-    if text::has_cue(&norm, &TASK_WORDS) {
+    if text::has_cue(&norm, TASK_WORDS) {
         score += 2;
     }
-    if text::has_cue(&norm, &LIFE_EVENTS) {
+    if text::has_cue(&norm, LIFE_EVENTS) {
         score += 3;
     }
-    if text::has_cue(&norm, &EMOTIONS) {
+    if text::has_cue(&norm, EMOTIONS) {
         score += 1;
     }
     if text::has_number(text) {
@@ -151,7 +151,7 @@ pub fn extract_facts(turns: &[Turn]) -> Vec<(String, u8)> {
                 continue;
             }
             let mut importance = score_importance(&sentence);
-            if turn.role == Role::User && text::has_cue(&text::normalized(&sentence), &FACT_CUES) {
+            if turn.role == Role::User && text::has_cue(&text::normalized(&sentence), FACT_CUES) {
                 importance = (importance + 1).min(10);
             }
             if importance < EXTRACT_MIN_IMPORTANCE {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
-use somna_core::Role;
+use somna_core::{Message, Role};
 
 pub use brain::{JOURNAL_TOOL, NOTABLE_IMPORTANCE};
 pub use extractive::{Section, StructuredSummary, summarize};
@@ -147,8 +147,9 @@ impl LlmClient for BuiltinClient {
     }
 }
 
-/// The turns a request is about: the framed transcript of the last message that holds one, else every
-/// non-system message as a turn.
+/// The turns a request is about: the framed transcript of the last message that holds one; else every
+/// non-system message as a turn, where summaries (whole messages, or `<summary …>` … `</summary>` blocks of
+/// a merge request) become earlier-summary turns so that they are folded together.
 fn turns_of(request: &ChatRequest) -> Vec<Turn> {
     if let Some(framed) = request
         .messages
@@ -158,21 +159,50 @@ fn turns_of(request: &ChatRequest) -> Vec<Turn> {
     {
         return transcript::parse(&framed.content);
     }
-    request
-        .messages
-        .iter()
-        .filter(|m| m.role != Role::System)
-        .enumerate()
-        .map(|(i, m)| turn_of(i as u64 + 1, m))
-        .collect()
+    let mut turns = Vec::new();
+    for m in request.messages.iter().filter(|m| m.role != Role::System) {
+        let blocks = summary_blocks(&m.content);
+        if blocks.is_empty() {
+            turns.push(turn_of(turns.len() as u64 + 1, m, m.content.clone()));
+            continue;
+        }
+        for block in blocks {
+            let content = format!("{}\n{}", Message::SUMMARY_PREFIX, block.render());
+            turns.push(turn_of(turns.len() as u64 + 1, m, content));
+        }
+    }
+    turns
 }
 
-fn turn_of(seq: u64, m: &ChatMessage) -> Turn {
+/// The summaries in `text`: each `<summary …>` … `</summary>` block, or the whole text, that parses into
+/// a non-empty [`StructuredSummary`].
+fn summary_blocks(text: &str) -> Vec<StructuredSummary> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("<summary") {
+        let after_tag = match rest[start..].find('>') {
+            Some(i) => start + i + 1,
+            None => break,
+        };
+        let end = rest[after_tag..]
+            .find("</summary>")
+            .map_or(rest.len(), |i| after_tag + i);
+        blocks.push(StructuredSummary::parse(&rest[after_tag..end]));
+        rest = &rest[(end + "</summary>".len()).min(rest.len())..];
+    }
+    if blocks.is_empty() {
+        blocks.push(StructuredSummary::parse(text));
+    }
+    blocks.retain(|b| !b.is_empty());
+    blocks
+}
+
+fn turn_of(seq: u64, m: &ChatMessage, content: String) -> Turn {
     Turn {
         seq,
         role: m.role,
         name: m.name.clone(),
-        content: m.content.clone(),
+        content,
         tool_calls: m.tool_calls.clone(),
         tool_call_id: m.tool_call_id.clone(),
     }

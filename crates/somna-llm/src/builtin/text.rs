@@ -399,9 +399,8 @@ pub fn artifacts(text: &str) -> Vec<String> {
             )
         });
         let token = token.trim_end_matches('.');
-        if token.starts_with("http://") || token.starts_with("https://") {
-            push(token);
-        } else if is_file_name(token) || is_reference_code(token) || is_identifier(token) {
+        let url = token.starts_with("http://") || token.starts_with("https://");
+        if url || is_file_name(token) || is_reference_code(token) || is_identifier(token) {
             push(token);
         }
     }

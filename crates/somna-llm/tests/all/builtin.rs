@@ -326,3 +326,40 @@ async fn extraction_consolidation_scores_and_reflections() {
         "(none)"
     );
 }
+
+#[tokio::test]
+async fn merge_requests_fold_partial_summaries() {
+    let messages = transcript_200().unwrap();
+    let caps = SectionCaps::default();
+    let turns: Vec<Turn> = messages.iter().map(Turn::from).collect();
+    let first = summarize(&turns[..100], &caps, 1500, &estimate_tokens);
+    let second = summarize(&turns[100..], &caps, 1500, &estimate_tokens);
+    let body = format!(
+        "<summary part=\"1\">\n{}\n</summary>\n<summary part=\"2\">\n{}\n</summary>",
+        first.render(),
+        second.render()
+    );
+    let request = ChatRequest::new(
+        "npc",
+        vec![
+            ChatMessage::system("Merge these partial summaries into one."),
+            ChatMessage::user(body),
+        ],
+    )
+    .with_purpose(Purpose::Summarize)
+    .with_max_tokens(1500);
+    let merged = StructuredSummary::parse(&builtin().chat(request).await.unwrap().text);
+    // Items of both parts survive, in order, without speaker labels doubled.
+    let decisions = merged.section_body(Section::Decisions);
+    for key in ["14th of Brightmoon", "naming the bakery the Copper Kettle"] {
+        assert!(decisions.contains(key), "{key} missing from {decisions}");
+    }
+    assert!(decisions.find("14th of Brightmoon") < decisions.find("Copper Kettle"));
+    assert!(!decisions.contains("user: assistant:"), "{decisions}");
+    for section in Section::ALL {
+        assert!(
+            estimate_tokens(&merged.section_body(section)) <= section.cap(&caps),
+            "{section:?}"
+        );
+    }
+}

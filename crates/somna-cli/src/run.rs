@@ -1,0 +1,382 @@
+//! `somna run`: the main job. Hosts runtime.toml's agents; with `--scenario`, plays a scripted
+//! timeline in accelerated time, prints one line per event and a closing table.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use somna_core::config::ResolvedConfig;
+use somna_core::record::{EventRecord, Trigger};
+use somna_core::{JournalQuery, Timestamp};
+use somna_runtime::scenario::{self, EventKind, Scenario};
+use somna_runtime::{AgentState, Clock, Event, Runtime, RuntimeOptions, Stamped};
+use somna_store::Store;
+use tokio::sync::broadcast;
+
+/// How long to wait for agents to settle after a scenario ends.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// What `run` needs besides the config.
+#[derive(Debug)]
+pub struct RunArgs<'a> {
+    pub config: ResolvedConfig,
+    pub store: Store,
+    pub scenario: Option<Scenario>,
+    /// Stop after this much real time (none: until ctrl-c, or the scenario's end).
+    pub for_real: Option<Duration>,
+    pub quiet: bool,
+    pub store_path: &'a Path,
+}
+
+/// Runs the main job inside an actix System.
+pub fn run(args: RunArgs<'_>) -> Result<()> {
+    let llm = somna_llm::build_client_from_env(&args.config.llm)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("cannot build the LLM client")?;
+    let system = actix::System::new();
+    system.block_on(main_job(args, llm))
+}
+
+async fn main_job(args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
+    let clock = match &args.scenario {
+        Some(s) => Clock::starting_at(s.start_time(), s.speed),
+        None => Clock::real(),
+    };
+    let start = clock.now();
+    let agents = args.config.agents.len();
+    let runtime = Runtime::start(
+        args.config,
+        args.store.clone(),
+        llm,
+        RuntimeOptions {
+            clock,
+            schedule_sleeps: args.scenario.is_none(),
+            ..Default::default()
+        },
+    )
+    .context("cannot start the runtime")?;
+    println!(
+        "somna: hosting {} agent(s) from the config ({} in all) · store {} · LLM {}",
+        agents,
+        runtime.agent_ids().len(),
+        args.store_path.display(),
+        runtime.llm().provider()
+    );
+
+    let bar = progress_bar(args.scenario.as_ref(), args.quiet);
+    let printer = {
+        let rx = runtime.subscribe();
+        let bar = bar.clone();
+        let quiet = args.quiet;
+        actix::spawn(print_events(rx, bar, start, quiet))
+    };
+    let ticker = {
+        let bar = bar.clone();
+        actix::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let elapsed = clock.now().0.saturating_sub(start.0) / 1000;
+                bar.set_position(elapsed);
+                bar.set_message(sim_time(clock.now(), start));
+            }
+        })
+    };
+
+    match &args.scenario {
+        Some(s) => {
+            println!(
+                "scenario: {} — {} events over {} of simulated time at {}× speed",
+                s.title,
+                s.events.len(),
+                humantime::format_duration(s.duration),
+                s.speed
+            );
+            let quiet = args.quiet;
+            let bar2 = bar.clone();
+            let report = scenario::play(s, &runtime, |e| {
+                if quiet || e.kind == EventKind::Sleep {
+                    return;
+                }
+                let who = e.from.as_deref().unwrap_or("world");
+                let line = match e.kind {
+                    EventKind::User => format!("{} ← {who}: {}", e.agent, clip(&e.text, 100)),
+                    _ => format!("{} ⚑ {}", e.agent, clip(&e.text, 100)),
+                };
+                say(
+                    &bar2,
+                    format!("[{}] {line}", sim_time(start.saturating_add(e.at), start)),
+                );
+            })
+            .await?;
+            settle(&runtime).await;
+            if report.skipped > 0 {
+                say(
+                    &bar,
+                    format!("{} scenario inputs were not delivered", report.skipped),
+                );
+            }
+        }
+        None => {
+            let limit = args.for_real;
+            let stop = async {
+                match limit {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
+            stop.await;
+        }
+    }
+
+    ticker.abort();
+    bar.finish_and_clear();
+    let ids = runtime.agent_ids();
+    runtime
+        .shutdown(somna_runtime::runtime::DEFAULT_GRACE)
+        .await?;
+    printer.abort();
+    let ticks = runtime.tick_stats().summary();
+    println!();
+    print_table(&args.store, &ids)?;
+    println!(
+        "ticks: {} (lateness p50 {:?}, p99 {:?}) · database flushed to {}",
+        ticks.ticks,
+        ticks.p50,
+        ticks.p99,
+        args.store_path.display()
+    );
+    Ok(())
+}
+
+/// Waits until every agent is idle with no reply owed (bounded).
+async fn settle(runtime: &Runtime) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while tokio::time::Instant::now() < deadline {
+        let mut busy = false;
+        for id in runtime.agent_ids() {
+            if let Ok(s) = runtime.status(&id).await {
+                busy |= s.state != AgentState::Idle || s.needs_reply;
+            }
+        }
+        if !busy {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn progress_bar(scenario: Option<&Scenario>, quiet: bool) -> ProgressBar {
+    let Some(s) = scenario.filter(|_| !quiet) else {
+        return ProgressBar::hidden();
+    };
+    let bar = ProgressBar::new(s.duration.as_secs());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:40}] {msg} · {elapsed_precise}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Prints one readable line per runtime event.
+async fn print_events(
+    mut rx: broadcast::Receiver<Stamped>,
+    bar: ProgressBar,
+    start: Timestamp,
+    quiet: bool,
+) {
+    loop {
+        let stamped = match rx.recv().await {
+            Ok(s) => s,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                say(&bar, format!("({n} events not shown)"));
+                continue;
+            }
+            Err(_) => return,
+        };
+        if let Some(line) = describe(&stamped.event, quiet) {
+            say(&bar, format!("[{}] {line}", sim_time(stamped.at, start)));
+        }
+    }
+}
+
+/// The line for an event, or `None` for events not worth a line.
+fn describe(event: &Event, quiet: bool) -> Option<String> {
+    let agent = event.agent();
+    Some(match event {
+        Event::AgentReplied { text, .. } if !quiet => format!("{agent} → {}", clip(text, 110)),
+        Event::EmergencyTriggered { usage, .. } => {
+            format!(
+                "{agent} ⚠ emergency: context at {:.0}%, compacting now",
+                usage * 100.0
+            )
+        }
+        Event::CompactionCompleted { report, .. } => format!(
+            "{agent} ✂ compaction ({}): {} messages → summary, {} → {} tokens ({:.0}% reduction){}",
+            report.trigger,
+            report.compacted,
+            report.tokens_before,
+            report.tokens_after,
+            report.reduction_pct,
+            report
+                .fallback_reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" [fallback: {}]", clip(r, 60)))
+        ),
+        Event::CompactionFailed {
+            trigger, reason, ..
+        } => {
+            format!(
+                "{agent} ✗ compaction ({trigger}) failed: {}",
+                clip(reason, 90)
+            )
+        }
+        Event::SleepStarted { .. } => format!("{agent} 💤 sleeps"),
+        Event::ConsolidationCompleted {
+            entries,
+            facts,
+            reflections,
+            ..
+        } => format!(
+            "{agent} 💤 consolidation: {entries} journal entries → {facts} memory facts{}",
+            if *reflections > 0 {
+                format!(", {reflections} reflections")
+            } else {
+                String::new()
+            }
+        ),
+        Event::CompactionSkipped {
+            trigger,
+            reason,
+            usage,
+            ..
+        } if *trigger != Trigger::Emergency => {
+            format!(
+                "{agent} 💤 no compaction needed at {:.0}% ({reason})",
+                usage * 100.0
+            )
+        }
+        Event::ToolCallRequested {
+            name, arguments, ..
+        } => {
+            format!("{agent} ⚙ calls host tool {name}({})", clip(arguments, 60))
+        }
+        Event::ToolCallTimedOut { name, .. } => {
+            format!("{agent} ⚙ {name}: the host did not answer")
+        }
+        Event::Warning { message, .. } => format!("{agent} ⚠ {}", clip(message, 100)),
+        Event::Error { message, .. } => format!("{agent} ✗ {}", clip(message, 100)),
+        _ => return None,
+    })
+}
+
+/// Prints a line above the progress bar (or plainly when the bar is hidden, e.g. not a terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+/// `day N HH:MM` relative to the start.
+fn sim_time(at: Timestamp, start: Timestamp) -> String {
+    let secs = at.0.saturating_sub(start.0) / 1000;
+    let start_secs_of_day = (start.0 / 1000) % 86_400;
+    let abs = start_secs_of_day + secs;
+    format!(
+        "day {} {:02}:{:02}",
+        abs / 86_400 + 1,
+        (abs % 86_400) / 3600,
+        (abs % 3600) / 60
+    )
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    }
+}
+
+/// The closing table: per agent, messages, compactions by trigger, tokens, journal.
+fn print_table(store: &Store, ids: &[somna_core::AgentId]) -> Result<()> {
+    println!(
+        "{:<12} {:>8} {:>7} {:>7} {:>17} {:>16} {:>7} {:>5}",
+        "agent",
+        "messages",
+        "history",
+        "archive",
+        "compactions s/e/m",
+        "tokens before→after",
+        "journal",
+        "facts"
+    );
+    let mut totals = (0u64, 0u64, 0u64, [0u32; 3], 0u64, 0u64, 0usize, 0usize);
+    for id in ids {
+        let Some(record) = store.agent(id)? else {
+            continue;
+        };
+        let mut by_trigger = [0u32; 3];
+        let (mut before, mut after) = (0u64, 0u64);
+        let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+        for logged in store.events(id, usize::MAX)? {
+            if let EventRecord::Compaction(r) = logged.event {
+                let i = match r.trigger {
+                    Trigger::Sleep => 0,
+                    Trigger::Emergency => 1,
+                    Trigger::Manual => 2,
+                };
+                by_trigger[i] += 1;
+                before += r.tokens_before;
+                after += r.tokens_after;
+                *counts.entry(r.trigger.as_str()).or_default() += 1;
+            }
+        }
+        let journal = store.query_journal(id, &JournalQuery::default())?.len();
+        let facts = store.facts(id)?.len();
+        let messages = record.history_len + record.archive_len;
+        println!(
+            "{:<12} {:>8} {:>7} {:>7} {:>17} {:>16} {:>7} {:>5}",
+            id.as_str(),
+            messages,
+            record.history_len,
+            record.archive_len,
+            format!("{}/{}/{}", by_trigger[0], by_trigger[1], by_trigger[2]),
+            format!("{before}→{after}"),
+            journal,
+            facts
+        );
+        totals.0 += messages;
+        totals.1 += record.history_len;
+        totals.2 += record.archive_len;
+        for (t, b) in totals.3.iter_mut().zip(by_trigger) {
+            *t += b;
+        }
+        totals.4 += before;
+        totals.5 += after;
+        totals.6 += journal;
+        totals.7 += facts;
+    }
+    println!(
+        "{:<12} {:>8} {:>7} {:>7} {:>17} {:>16} {:>7} {:>5}",
+        "total",
+        totals.0,
+        totals.1,
+        totals.2,
+        format!("{}/{}/{}", totals.3[0], totals.3[1], totals.3[2]),
+        format!("{}→{}", totals.4, totals.5),
+        totals.6,
+        totals.7
+    );
+    Ok(())
+}

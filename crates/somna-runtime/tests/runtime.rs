@@ -1,0 +1,519 @@
+//! End-to-end: real actors in an actix System, a temporary sled db, the stub LLM server over HTTP.
+//! Time is accelerated through config: agents tick every 20 ms.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use somna_core::config::{AgentOverrides, CompactionOverrides, ResolvedConfig};
+use somna_core::record::{EventRecord, Trigger};
+use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
+use somna_llm::LlmClient;
+use somna_runtime::actor::SleepResult;
+use somna_runtime::{Event, Inbound, Runtime, RuntimeOptions, Stamped};
+use somna_store::{Store, StoreOptions};
+use somna_testkit::{Reply, StubLlmServer};
+use tokio::sync::broadcast;
+
+use crate::support::*;
+
+const PERSONA: &str = "You are Brannoc, the village smith.";
+
+/// A config with one `[[agents]]` entry per (id, max_context_tokens, extra TOML lines).
+fn config(agents: &[(&str, u32, &str)]) -> ResolvedConfig {
+    let mut text = format!(
+        r#"
+[defaults]
+persona = "{PERSONA}"
+model = "{MODEL}"
+tick_every = "20ms"
+sleep_every = "1h"
+sleep_jitter = "0s"
+tool_timeout = "300ms"
+[defaults.compaction]
+preserve_messages = 6
+preserve_ratio = 0.1
+min_compact_batch = 4
+summary_max_tokens = 300
+sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
+"#
+    );
+    for (id, max, extra) in agents {
+        text.push_str(&format!(
+            "[[agents]]\nid = \"{id}\"\n{extra}\ncompaction.max_context_tokens = {max}\n"
+        ));
+    }
+    ResolvedConfig::load(&text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The window that puts `tokens` of history (plus the persona) at `usage`.
+fn window_for(tokens: u64, usage: f64) -> u32 {
+    let persona = u64::from(counter().count_text(PERSONA));
+    ((tokens + persona) as f64 / usage).ceil() as u32
+}
+
+fn options() -> RuntimeOptions {
+    RuntimeOptions {
+        arbiters: 2,
+        schedule_sleeps: false,
+        ..Default::default()
+    }
+}
+
+fn summarizer(stub: &StubLlmServer) -> Arc<dyn LlmClient> {
+    stub.set_default(Reply::text(
+        "## Topic arc\n- Orders for the mill near Millbrook.\n## Decisions\n- Deliver to the north gate.",
+    ));
+    stub_client(stub, Duration::from_secs(5))
+}
+
+/// Collects events until `done` holds for one of them (or panics after `timeout`).
+async fn wait_for(
+    rx: &mut broadcast::Receiver<Stamped>,
+    timeout: Duration,
+    done: impl Fn(&Event) -> bool,
+) -> Vec<Event> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(s)) => {
+                let stop = done(&s.event);
+                seen.push(s.event);
+                if stop {
+                    return seen;
+                }
+            }
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => continue,
+            Ok(Err(e)) => panic!("event stream ended: {e}"),
+            Err(_) => panic!("timed out; events so far: {seen:#?}"),
+        }
+    }
+}
+
+fn kinds(events: &[Event], agent: &AgentId) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter(|e| e.agent() == agent)
+        .map(Event::kind)
+        .collect()
+}
+
+#[actix::test]
+async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let (hot, cool) = (id("hot"), id("cool"));
+    for a in [&hot, &cool] {
+        store.create_agent(a, Timestamp(0)).unwrap();
+        fill(&store, a, 40, Timestamp(0));
+    }
+    let tokens = store.usage_tokens(&hot).unwrap();
+    let cfg = config(&[
+        ("hot", window_for(tokens, 0.85), ""),
+        ("cool", window_for(tokens, 0.78), ""),
+    ]);
+    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let mut rx = runtime.subscribe();
+    let events = wait_for(
+        &mut rx,
+        Duration::from_secs(10),
+        |e| matches!(e, Event::CompactionCompleted { agent, .. } if agent.as_str() == "hot"),
+    )
+    .await;
+    assert_eq!(
+        kinds(&events, &hot),
+        [
+            "emergency_triggered",
+            "compaction_started",
+            "compaction_completed"
+        ]
+    );
+    let Some(Event::CompactionCompleted { report, .. }) = events.last() else {
+        unreachable!()
+    };
+    assert_eq!(report.trigger, Trigger::Emergency);
+    assert!(report.usage_after < 0.8);
+    // The cool agent (78% < 80%) keeps ticking without an emergency.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut later = Vec::new();
+    while let Ok(s) = rx.try_recv() {
+        later.push(s.event);
+    }
+    assert!(kinds(&events, &cool).is_empty() && kinds(&later, &cool).is_empty());
+    assert!(runtime.tick_stats().ticks() > 10);
+    let cool_status = runtime.status(&cool).await.unwrap();
+    assert_eq!(cool_status.compaction_count, 0);
+    assert!(cool_status.usage > 0.75 && cool_status.usage < 0.8);
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_invariants(&store, &hot);
+}
+
+#[actix::test]
+async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    fill(&store, &smith, 40, Timestamp(0));
+    for (i, note) in [
+        "Aldric owes 40 silver for the sword",
+        "Marta's inn needs a new kettle",
+    ]
+    .iter()
+    .enumerate()
+    {
+        store
+            .append_journal(
+                &smith,
+                JournalEntry::new(Timestamp(i as u64), SourceType::Note, 6, *note),
+            )
+            .unwrap();
+    }
+    let tokens = store.usage_tokens(&smith).unwrap();
+    // The scheduler drives the sleep: every 300 ms of real time.
+    let cfg = config(&[("smith", window_for(tokens, 0.74), "sleep_every = \"300ms\"")]);
+    let llm = summarizer(&stub);
+    stub.push(Reply::text(
+        "- Aldric owes 40 silver [#0]\n- Marta's inn needs a kettle [#1]",
+    ));
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        llm,
+        RuntimeOptions {
+            schedule_sleeps: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    let mut rx = runtime.subscribe();
+    let events = wait_for(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, Event::SleepCompleted { .. })
+    })
+    .await;
+    assert_eq!(
+        kinds(&events, &smith),
+        [
+            "sleep_started",
+            "consolidation_completed",
+            "compaction_started",
+            "compaction_completed",
+            "sleep_completed"
+        ]
+    );
+    let facts = store.facts(&smith).unwrap();
+    assert_eq!(facts.len(), 2);
+    assert_eq!(facts[0].source_entry_ids, vec![0]);
+    // The notes are consolidated; what is left is what the compaction wrote afterwards (the next
+    // sleep consolidates those).
+    let left = store.unconsolidated(&smith, 1).unwrap();
+    assert!(left.iter().all(|e| e.id >= 2), "{left:?}");
+    let synthesis = store
+        .query_journal(
+            &smith,
+            &JournalQuery {
+                source_type: Some(SourceType::Compaction),
+                tags: vec!["synthesis".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(synthesis.len(), 1);
+    assert!(synthesis[0].content.contains("Millbrook"));
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[actix::test]
+async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
+    let stub = StubLlmServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let (eager, patient) = (id("eager"), id("patient"));
+    for a in [&eager, &patient] {
+        store.create_agent(a, Timestamp(0)).unwrap();
+        fill(&store, a, 40, Timestamp(0));
+    }
+    let tokens = store.usage_tokens(&eager).unwrap();
+    let window = window_for(tokens, 0.65);
+    let cfg = config(&[
+        ("eager", window, "compaction.sleep_threshold = 0.5"),
+        (
+            "patient",
+            window,
+            "compaction.sleep_threshold = 0.7\ncompaction.emergency_threshold = 0.9",
+        ),
+    ]);
+    let runtime = Runtime::start(cfg.clone(), store.clone(), summarizer(&stub), options()).unwrap();
+    let slept = |r: SleepResult| match r {
+        SleepResult::Slept { compaction, .. } => compaction.expect("a compaction outcome"),
+        SleepResult::Busy => panic!("busy"),
+    };
+    let e = slept(runtime.sleep(&eager).await.unwrap());
+    let p = slept(runtime.sleep(&patient).await.unwrap());
+    assert!(e.report().is_some(), "eager compacts at 65% ≥ 50%: {e:?}");
+    assert!(
+        matches!(p, somna_runtime::CompactionOutcome::Skipped { .. }),
+        "patient skips at 65% < 70%: {p:?}"
+    );
+
+    // Lower the patient agent's threshold at run time: the next sleep compacts.
+    let changed = runtime
+        .configure(
+            &patient,
+            AgentOverrides {
+                compaction: CompactionOverrides {
+                    sleep_threshold: Some(0.6),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.compaction.sleep_threshold, 0.6);
+    // An invalid change is refused and names the key.
+    let err = runtime
+        .configure(
+            &patient,
+            AgentOverrides {
+                compaction: CompactionOverrides {
+                    emergency_threshold: Some(0.5),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("emergency_threshold"), "{err}");
+    let p = slept(runtime.sleep(&patient).await.unwrap());
+    assert!(p.report().is_some(), "{p:?}");
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    drop(runtime);
+    drop(store);
+
+    // Restart on the same database: the run-time change is still there.
+    let store = reopen(dir.path()).await;
+    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let status = runtime.status(&patient).await.unwrap();
+    assert_eq!(status.config.compaction.sleep_threshold, 0.6);
+    assert_eq!(status.compaction_count, 1);
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Opens a database again once every handle of the previous run is gone (the actors drop theirs
+/// when their Arbiter stops).
+async fn reopen(path: &std::path::Path) -> Store {
+    for _ in 0..100 {
+        if let Ok(s) = Store::open(path, StoreOptions::default()) {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the database stayed locked");
+}
+
+#[actix::test]
+async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::delayed(
+        Duration::from_secs(3),
+        Reply::text("## Topic arc\n- x"),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    let appended = fill(&store, &smith, 40, Timestamp(0));
+    let tokens = store.usage_tokens(&smith).unwrap();
+    let cfg = config(&[("smith", window_for(tokens, 0.7), "")]);
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        stub_client(&stub, Duration::from_secs(10)),
+        options(),
+    )
+    .unwrap();
+    let compaction = {
+        let runtime = runtime.clone();
+        let smith = smith.clone();
+        actix::spawn(async move { runtime.compact(&smith, true).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(stub.in_flight() >= 1, "the summary request is in flight");
+    // A short grace: the compaction is abandoned mid-way.
+    runtime.shutdown(Duration::from_millis(200)).await.unwrap();
+    let _ = compaction.await;
+    drop(runtime);
+    drop(store);
+    let store = reopen(dir.path()).await;
+    assert_invariants(&store, &smith);
+    let history = store.history(&smith).unwrap();
+    let archive = store.archive_range(&smith, 0, usize::MAX).unwrap();
+    assert_eq!(history.len() + archive.len(), appended.len());
+    assert_eq!(
+        history, appended,
+        "the abandoned compaction changed nothing"
+    );
+}
+
+#[actix::test]
+async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let cfg = config(&[(
+        "smith",
+        8192,
+        "tools = [{ name = \"give_item\", description = \"Give an item\", parameters = '{\"type\":\"object\"}' }]",
+    )]);
+    stub.push(Reply::tool_call(
+        "call_1",
+        "give_item",
+        &serde_json::json!({"item": "sword"}),
+    ));
+    stub.push(Reply::text("Here is your sword."));
+    stub.push(Reply::tool_call(
+        "call_2",
+        "give_item",
+        &serde_json::json!({"item": "shield"}),
+    ));
+    stub.push(Reply::text("Sorry, I could not hand it over."));
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        stub_client(&stub, Duration::from_secs(5)),
+        options(),
+    )
+    .unwrap();
+    let mut rx = runtime.subscribe();
+
+    // The host answers the first call.
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content: "A sword, please.".into(),
+                name: Some("Aldric".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::ToolCallRequested { .. })
+    })
+    .await;
+    let Some(Event::ToolCallRequested { call_id, name, .. }) = events.last() else {
+        unreachable!()
+    };
+    assert_eq!((call_id.as_str(), name.as_str()), ("call_1", "give_item"));
+    runtime
+        .send(
+            &smith,
+            Inbound::ToolResult {
+                call_id: "call_1".into(),
+                content: "{\"ok\":true}".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    let Some(Event::AgentReplied { text, .. }) = events.last() else {
+        unreachable!()
+    };
+    assert_eq!(text, "Here is your sword.");
+    // The model saw the host's tool result.
+    let sent = stub.last_request().unwrap();
+    assert_eq!(sent.messages().last().unwrap()["role"], "tool");
+    // The advertised tools: the built-ins and the host's.
+    let tools: Vec<String> = sent.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["journal_add", "recall", "give_item"]);
+
+    // The host never answers the second call: after tool_timeout the model gets an error result.
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content: "And a shield.".into(),
+                name: Some("Aldric".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::ToolCallTimedOut { call_id, .. } if call_id == "call_2"))
+    );
+    let sent = stub.last_request().unwrap();
+    let last = sent.messages().last().unwrap();
+    assert_eq!(last["role"], "tool");
+    assert!(last["content"].as_str().unwrap().contains("did not answer"));
+    // An answer to an unknown call is refused.
+    assert!(
+        runtime
+            .send(
+                &smith,
+                Inbound::ToolResult {
+                    call_id: "nope".into(),
+                    content: "x".into()
+                }
+            )
+            .await
+            .is_err()
+    );
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_invariants(&store, &smith);
+}
+
+#[actix::test]
+async fn the_builtin_provider_talks_notes_and_recalls_offline() {
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let cfg = config(&[("smith", 8192, "")]);
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        Arc::new(somna_llm::BuiltinClient::new()),
+        options(),
+    )
+    .unwrap();
+    let mut rx = runtime.subscribe();
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content:
+                    "My name is Aldric and I promise to pay 40 silver by Friday for the sword."
+                        .into(),
+                name: Some("Aldric".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    assert!(!events.is_empty());
+    let history = store.history(&smith).unwrap();
+    assert!(history.len() >= 2);
+    assert_eq!(history.last().unwrap().role, somna_core::Role::Assistant);
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    let _ = EventRecord::Note {
+        at: Timestamp(0),
+        text: String::new(),
+    };
+}
