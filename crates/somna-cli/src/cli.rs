@@ -58,6 +58,12 @@ pub enum Command {
     },
     /// List the agents in the database.
     Agents,
+    #[command(flatten)]
+    Agent(AgentCommand),
+    /// Totals over every agent and the database size.
+    Stats,
+    /// Check the storage invariants of every agent (nothing lost, nothing duplicated).
+    Check,
     /// Print an agent's live history (or its archive).
     History {
         agent: String,
@@ -89,6 +95,79 @@ pub enum Command {
         /// At most N entries.
         #[arg(long, short = 'n')]
         limit: Option<usize>,
+    },
+}
+
+/// Agent operations that work on a local database (or, with `--server`, a running one).
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Usage, counts, state and config of an agent.
+    Status { agent: String },
+    /// Send input: a user message (or, with --observation, a world event).
+    Send {
+        agent: String,
+        text: String,
+        /// Who speaks (the message's name).
+        #[arg(long)]
+        from: Option<String>,
+        /// A world event rather than speech: journaled, no reply owed.
+        #[arg(long)]
+        observation: bool,
+    },
+    /// Compact now (at the sleep threshold; --force: regardless of thresholds).
+    Compact {
+        agent: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Sleep now: consolidation, reflection, then compaction at the sleep threshold.
+    Sleep { agent: String },
+    /// Undo a compaction: put the archived originals back in place of the summary at SEQ.
+    Uncompact { agent: String, seq: u64 },
+    /// Change the agent's config at run time, e.g. `compaction.sleep_threshold=0.6` (persisted).
+    Configure {
+        agent: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        changes: Vec<String>,
+    },
+    /// Search the archive (BM25 over the most recent archived messages).
+    Search {
+        agent: String,
+        query: String,
+        #[arg(long, short = 'n', default_value_t = 5)]
+        limit: usize,
+    },
+    /// The agent's memory facts (with the journal entries they came from).
+    Facts { agent: String },
+    /// The agent's event log (compactions, failures, undos), newest first.
+    Events {
+        agent: String,
+        #[arg(long, short = 'n', default_value_t = 20)]
+        limit: usize,
+    },
+    /// Dry run: print exactly the messages the agent's next LLM call would receive for INPUT.
+    Prompt {
+        agent: String,
+        #[arg(long)]
+        input: String,
+    },
+    /// Import an OpenAI-format JSONL conversation, compacting as the thresholds require.
+    Import {
+        agent: String,
+        file: PathBuf,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Export history, archive, journal and facts as JSONL (--openai: the original messages only,
+    /// in seq order, in the format `import` reads).
+    Export {
+        agent: String,
+        #[arg(long)]
+        openai: bool,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
     },
 }
 

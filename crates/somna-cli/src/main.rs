@@ -2,6 +2,7 @@
 //! crates; every operation it offers is a library function.
 
 mod cli;
+mod local;
 mod output;
 mod run;
 
@@ -14,7 +15,7 @@ use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_core::{AgentId, JournalQuery, Timestamp};
 use somna_store::{Store, StoreOptions};
 
-use cli::{Cli, Command};
+use cli::{AgentCommand, Cli, Command};
 use output::Out;
 
 /// Exit code for invalid configuration or arguments.
@@ -106,6 +107,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let path = path.clone().unwrap_or_else(|| cli.config.clone());
             check_config(&path, &cli.set, &out)
         }
+        Command::Agent(op) => {
+            let (config, store) = open_or_create(&cli, matches!(op, AgentCommand::Import { .. }))?;
+            let local = local::Local { config, store, out };
+            agent_op(&local, op)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats => {
+            let (config, store) = open(&cli)?;
+            local::Local { config, store, out }.stats()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let (config, store) = open(&cli)?;
+            local::Local { config, store, out }.check()?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Agents => {
             let (_, store) = open(&cli)?;
             out.agents(&store.agents()?);
@@ -169,6 +186,58 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// Runs one agent operation on the local database.
+fn agent_op(local: &local::Local, op: &AgentCommand) -> Result<()> {
+    match op {
+        AgentCommand::Status { agent } => local.status(&agent_id(agent)?),
+        AgentCommand::Send {
+            agent,
+            text,
+            from,
+            observation,
+        } => local.send(
+            &agent_id(agent)?,
+            local::user_input(text.clone(), from.clone(), *observation),
+        ),
+        AgentCommand::Compact { agent, force } => local.compact(&agent_id(agent)?, *force),
+        AgentCommand::Sleep { agent } => local.sleep(&agent_id(agent)?),
+        AgentCommand::Uncompact { agent, seq } => local.uncompact(&agent_id(agent)?, *seq),
+        AgentCommand::Configure { agent, changes } => local.configure(&agent_id(agent)?, changes),
+        AgentCommand::Search {
+            agent,
+            query,
+            limit,
+        } => local.search(&agent_id(agent)?, query, *limit),
+        AgentCommand::Facts { agent } => local.facts(&agent_id(agent)?),
+        AgentCommand::Events { agent, limit } => local.events(&agent_id(agent)?, *limit),
+        AgentCommand::Prompt { agent, input } => local.prompt(&agent_id(agent)?, input),
+        AgentCommand::Import { agent, file, quiet } => {
+            local.import(&agent_id(agent)?, file, *quiet)
+        }
+        AgentCommand::Export { agent, openai, out } => {
+            let id = agent_id(agent)?;
+            match out {
+                Some(path) => {
+                    let mut f = std::io::BufWriter::new(
+                        std::fs::File::create(path)
+                            .with_context(|| format!("cannot create {}", path.display()))?,
+                    );
+                    local.export(&id, *openai, &mut f)?;
+                    std::io::Write::flush(&mut f)?;
+                    Ok(())
+                }
+                None => {
+                    let stdout = std::io::stdout();
+                    let mut lock = std::io::BufWriter::new(stdout.lock());
+                    local.export(&id, *openai, &mut lock)?;
+                    std::io::Write::flush(&mut lock)?;
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
 /// Parses and validates a config file; prints every error and exits 2 when it is invalid.
 fn check_config(path: &Path, sets: &[String], out: &Out) -> Result<ExitCode> {
     match load_config(path, sets) {
@@ -201,6 +270,11 @@ fn load_config(path: &Path, sets: &[String]) -> Result<ResolvedConfig, LoadError
 
 /// Loads the config (exits 2 on invalid config) and opens the store it names (or `--db`).
 fn open(cli: &Cli) -> Result<(ResolvedConfig, Store)> {
+    open_or_create(cli, false)
+}
+
+/// [`open`], creating the database when `create` is set and it does not exist yet.
+fn open_or_create(cli: &Cli, create: bool) -> Result<(ResolvedConfig, Store)> {
     let resolved = match load_config(&cli.config, &cli.set) {
         Ok(r) => r,
         Err(LoadError::Invalid(errors)) => {
@@ -219,6 +293,10 @@ fn open(cli: &Cli) -> Result<(ResolvedConfig, Store)> {
         Some(p) => p.clone(),
         None => store_path(&cli.config, &resolved.store.path),
     };
+    if create {
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create the database directory {}", path.display()))?;
+    }
     if !path.exists() {
         bail!(
             "no database at {} (run `somna run` first, or pass --db PATH)",
@@ -252,7 +330,7 @@ fn agent_id(s: &str) -> Result<AgentId> {
 
 fn require_agent(store: &Store, id: &AgentId) -> Result<()> {
     if store.agent(id)?.is_none() {
-        bail!("unknown agent {id:?} (see `somna agents`)");
+        bail!("unknown agent \"{id}\" (see `somna agents`)");
     }
     Ok(())
 }

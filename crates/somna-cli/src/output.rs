@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use serde::Serialize;
-use somna_core::config::{ConfigErrors, ResolvedConfig};
+use somna_core::config::{AgentConfig, ConfigErrors, ResolvedConfig};
 use somna_core::{AgentRecord, JournalEntry, Message, MessageKind};
+use somna_runtime::AgentStatus;
+use somna_runtime::prompt::{Prompt, WorkingContext};
 
 /// Where results go: text for people, JSON for scripts.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +26,113 @@ impl Out {
             Ok(s) => println!("{s}"),
             Err(e) => eprintln!("error: cannot render JSON: {e}"),
         }
+    }
+
+    /// True with `--json`.
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Any serializable result: JSON with `--json`, else pretty JSON too (results without a
+    /// dedicated text form).
+    pub fn value<T: Serialize + ?Sized>(&self, value: &T) {
+        self.print_json(value);
+    }
+
+    /// A one-line confirmation.
+    pub fn done(&self, text: &str) {
+        if self.json {
+            self.print_json(&serde_json::json!({ "ok": true, "message": text }));
+        } else {
+            println!("{text}");
+        }
+    }
+
+    pub fn status(&self, s: &AgentStatus) {
+        if self.json {
+            self.print_json(s);
+            return;
+        }
+        println!("agent        {}", s.id);
+        println!("state        {:?}", s.state);
+        println!(
+            "usage        {:.1}% ({} of {} tokens; sleep at {:.0}%, emergency at {:.0}%)",
+            s.usage * 100.0,
+            s.prompt_tokens,
+            s.max_context_tokens,
+            s.config.compaction.sleep_threshold * 100.0,
+            s.config.compaction.emergency_threshold * 100.0
+        );
+        println!(
+            "history      {} messages · archive {}",
+            s.history_len, s.archive_len
+        );
+        println!(
+            "compactions  {} · last {}",
+            s.compaction_count,
+            s.last_compaction
+                .map_or_else(|| "never".to_string(), |t| t.to_string())
+        );
+        println!("model        {}", s.config.model);
+        if s.needs_reply {
+            println!("             a reply is owed");
+        }
+        for p in &s.pending_tools {
+            println!(
+                "waiting on   {} ({}) until {}",
+                p.name, p.call_id, p.deadline
+            );
+        }
+    }
+
+    /// The dry-run prompt: each message with its token count, then the totals.
+    pub fn prompt(&self, config: &AgentConfig, prompt: &Prompt, working: &WorkingContext) {
+        if self.json {
+            self.print_json(&serde_json::json!({
+                "model": config.model,
+                "messages": prompt.messages,
+                "message_tokens": prompt.message_tokens,
+                "persona_tokens": prompt.persona_tokens,
+                "working_context_tokens": prompt.working_tokens,
+                "history_tokens": prompt.history_tokens,
+                "working_context": working,
+            }));
+            return;
+        }
+        for (i, (m, tokens)) in prompt
+            .messages
+            .iter()
+            .zip(&prompt.message_tokens)
+            .enumerate()
+        {
+            let who = m
+                .name
+                .as_deref()
+                .map_or_else(|| m.role.to_string(), |n| format!("{} ({n})", m.role));
+            println!("── [{i}] {who} · {tokens} tok");
+            for call in &m.tool_calls {
+                println!("   → {}({}) [{}]", call.name, call.arguments, call.id);
+            }
+            if let Some(id) = &m.tool_call_id {
+                println!("   (result of {id})");
+            }
+            for line in m.content.lines() {
+                println!("   {line}");
+            }
+        }
+        let total = prompt.total_tokens();
+        println!(
+            "── {} messages · {} tokens: persona {}, working context {} ({} facts, {} archived), history {} · {:.1}% of {}",
+            prompt.messages.len(),
+            total,
+            prompt.persona_tokens,
+            prompt.working_tokens,
+            working.facts.len(),
+            working.archived.len(),
+            prompt.history_tokens,
+            100.0 * total as f64 / f64::from(config.compaction.max_context_tokens.max(1)),
+            config.compaction.max_context_tokens
+        );
     }
 
     pub fn config_ok(&self, path: &Path, cfg: &ResolvedConfig) {

@@ -7,12 +7,14 @@
 //! - [`config`]: runtime.toml: raw structs, layered overrides, resolved per-agent config, validation.
 //! - [`tokens`]: `TokenCounter` (tiktoken for known models, `len/4` otherwise) and `Calibration`.
 //! - [`compaction`]: `plan` (head/body/tail, tool groups, chunks), masking, summary prompts.
+//! - [`interchange`]: OpenAI-format JSONL (import/export).
 //! - [`retrieval`]: BM25 keyword scoring for the working context and `recall`.
 //! - [`id`], [`time`]: `AgentId` and `Timestamp` (core never reads the clock; callers pass `now`).
 
 pub mod compaction;
 pub mod config;
 pub mod id;
+pub mod interchange;
 pub mod journal;
 pub mod message;
 pub mod record;

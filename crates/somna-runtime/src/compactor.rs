@@ -459,7 +459,8 @@ impl Compactor {
                     .agent(req.agent)?
                     .map_or(0, |r| r.compaction_count);
                 let warn_after = req.config.compaction.warn_after_compactions;
-                let warning = (warn_after > 0 && count > warn_after).then(|| {
+                // Warn once, at the first compaction past the limit.
+                let warning = (warn_after > 0 && count == warn_after + 1).then(|| {
                     format!(
                         "{count} compactions so far (warn_after_compactions = {warn_after}): \
 summaries of summaries may lose accuracy"

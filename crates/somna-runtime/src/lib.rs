@@ -7,6 +7,7 @@
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent`, and its messages.
 //! - [`scheduler`]: the `Scheduler` actor and its plain `SleepPlan` (period, jitter, cap).
 //! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
+//! - [`import`]: OpenAI-format JSONL import, compacting at the thresholds as it goes.
 //! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
@@ -18,6 +19,7 @@ pub mod agent;
 pub mod clock;
 pub mod compactor;
 pub mod events;
+pub mod import;
 pub mod prompt;
 pub mod runtime;
 pub mod scenario;

@@ -34,19 +34,19 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// Runtime errors callers can match on.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error("unknown agent {0:?}")]
+    #[error("unknown agent \"{0}\"")]
     UnknownAgent(AgentId),
-    #[error("agent {0:?} already exists")]
+    #[error("agent \"{0}\" already exists")]
     AgentExists(AgentId),
-    #[error("agent {0:?}: {1}")]
+    #[error("agent \"{0}\": {1}")]
     Input(AgentId, InboundError),
-    #[error("agent {0:?}: {1}")]
+    #[error("agent \"{0}\": {1}")]
     Configure(AgentId, ConfigureError),
-    #[error("agent {0:?}: {1}")]
+    #[error("agent \"{0}\": {1}")]
     Load(AgentId, AgentLoadError),
-    #[error("agent {0:?} is not reachable (stopped or overloaded)")]
+    #[error("agent \"{0}\" is not reachable (stopped or overloaded)")]
     Mailbox(AgentId),
-    #[error("agent {0:?}: {1}")]
+    #[error("agent \"{0}\": {1}")]
     Agent(AgentId, String),
     #[error("the runtime is shutting down")]
     ShuttingDown,

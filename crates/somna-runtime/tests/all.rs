@@ -2,5 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod compactor;
+mod properties;
 mod runtime;
 mod support;

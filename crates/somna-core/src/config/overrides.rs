@@ -310,3 +310,60 @@ mod tests {
         );
     }
 }
+
+impl super::AgentOverrides {
+    /// Run-time changes from `key.path=value` pairs relative to an agent
+    /// (`compaction.sleep_threshold=0.6`, `model=gpt-4o`, `tick_every=500ms`). Values are TOML,
+    /// falling back to a string. Errors name the key.
+    pub fn from_pairs(pairs: &[String]) -> Result<Self, super::ConfigErrors> {
+        let mut root = Table::new();
+        let mut source = SourceMap::default();
+        let mut errors = Vec::new();
+        for pair in pairs {
+            if let Err(e) = apply_override(&mut root, pair, &mut source) {
+                errors.push(super::ConfigError {
+                    file: String::new(),
+                    key: e.key,
+                    message: e.message,
+                    line: None,
+                    column: None,
+                });
+            }
+        }
+        if !errors.is_empty() {
+            return Err(super::ConfigErrors(errors));
+        }
+        serde_path_to_error::deserialize(Value::Table(root)).map_err(|e| {
+            super::ConfigErrors(vec![super::ConfigError {
+                file: String::new(),
+                key: e.path().to_string(),
+                message: e.inner().message().to_string(),
+                line: None,
+                column: None,
+            }])
+        })
+    }
+}
+
+#[cfg(test)]
+mod from_pairs_tests {
+    use super::super::AgentOverrides;
+
+    #[test]
+    fn parses_pairs_and_names_bad_keys() {
+        let o = AgentOverrides::from_pairs(&[
+            "compaction.sleep_threshold=0.6".into(),
+            "model=gpt-4o".into(),
+            "tick_every=500ms".into(),
+        ])
+        .unwrap();
+        assert_eq!(o.compaction.sleep_threshold, Some(0.6));
+        assert_eq!(o.model.as_deref(), Some("gpt-4o"));
+        assert_eq!(o.tick_every, Some(std::time::Duration::from_millis(500)));
+        let e = AgentOverrides::from_pairs(&["compaction.sleep_treshold=0.6".into()]).unwrap_err();
+        assert!(e.to_string().contains("sleep_treshold"), "{e}");
+        let e =
+            AgentOverrides::from_pairs(&["compaction.sleep_threshold=high".into()]).unwrap_err();
+        assert!(e.to_string().contains("compaction.sleep_threshold"), "{e}");
+    }
+}

@@ -1,0 +1,335 @@
+//! Operations on a local database (no running server): each is a call into the library crates.
+//! sled allows one process per database, so these run while `somna run` is not running; against a
+//! running runtime use `--server URL`.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{BufReader, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use somna_core::config::{AgentConfig, AgentOverrides, ResolvedConfig};
+use somna_core::message::{Message, MessageKind};
+use somna_core::record::EventRecord;
+use somna_core::tokens::TokenCounter;
+use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
+use somna_llm::LlmClient;
+use somna_runtime::agent::{Agent, AgentDeps, Inbound};
+use somna_runtime::prompt::{self, WorkingContext};
+use somna_runtime::{Clock, Compactor, EventBus};
+use somna_store::Store;
+
+use crate::output::Out;
+
+/// An opened local database with its config.
+pub struct Local {
+    pub config: ResolvedConfig,
+    pub store: Store,
+    pub out: Out,
+}
+
+impl Local {
+    /// The agent's config: its runtime.toml entry (or the defaults) with its run-time overrides.
+    pub fn agent_config(&self, id: &AgentId) -> Result<AgentConfig> {
+        let record = self
+            .store
+            .agent(id)?
+            .with_context(|| format!("unknown agent \"{id}\" (see `somna agents`)"))?;
+        self.config
+            .agent_config(id, &record.overrides)
+            .map_err(|e| anyhow::anyhow!("agent {id}: invalid persisted overrides:\n{e}"))
+    }
+
+    fn llm(&self) -> Result<Arc<dyn LlmClient>> {
+        somna_llm::build_client_from_env(&self.config.llm)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("cannot build the LLM client")
+    }
+
+    /// A plain `Agent` component over this database (no actor, no timers).
+    fn agent(&self, id: &AgentId) -> Result<Agent> {
+        self.agent_config(id)?;
+        let llm = self.llm()?;
+        let deps = AgentDeps {
+            compactor: Compactor::new(self.store.clone(), Arc::clone(&llm)),
+            store: self.store.clone(),
+            llm,
+            events: EventBus::default(),
+            clock: Clock::real(),
+        };
+        // Load from the base config: the record's overrides are applied by `Agent::load`.
+        let base = self
+            .config
+            .agent(id)
+            .cloned()
+            .unwrap_or_else(|| self.config.defaults.agent(id.clone()));
+        Agent::load(base, deps).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    pub fn status(&self, id: &AgentId) -> Result<()> {
+        self.agent_config(id)?;
+        let status = self.agent(id)?.status()?;
+        self.out.status(&status);
+        Ok(())
+    }
+
+    pub fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+        let mut agent = self.agent(id)?;
+        agent.inbound(input)?;
+        self.out
+            .done("appended; the agent answers when the runtime next runs (`somna run`)");
+        Ok(())
+    }
+
+    pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+        let mut agent = self.agent(id)?;
+        let job = agent.compact(force).context("the agent is busy")?;
+        let out = run_async(job.run())?;
+        if let Some(e) = out.error {
+            bail!("{e}");
+        }
+        self.out.value(&out.compaction);
+        Ok(())
+    }
+
+    pub fn sleep(&self, id: &AgentId) -> Result<()> {
+        let mut agent = self.agent(id)?;
+        let job = agent.sleep().context("the agent is busy")?;
+        let out = run_async(job.run())?;
+        if let Some(e) = out.error {
+            bail!("{e}");
+        }
+        self.out.value(&serde_json::json!({
+            "compaction": out.compaction,
+            "reflected": out.reflected,
+        }));
+        Ok(())
+    }
+
+    pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
+        self.agent_config(id)?;
+        let outcome = self.store.uncompact(id, seq, now())?;
+        self.out.value(&outcome);
+        Ok(())
+    }
+
+    pub fn configure(&self, id: &AgentId, pairs: &[String]) -> Result<()> {
+        let changes = parse_overrides(pairs)?;
+        let mut agent = self.agent(id)?;
+        let config = agent
+            .configure(changes)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.out.value(&config);
+        Ok(())
+    }
+
+    pub fn search(&self, id: &AgentId, query: &str, k: usize) -> Result<()> {
+        self.agent_config(id)?;
+        let hits = prompt::search_archive(&self.store, id, query, k)?;
+        self.out.messages(&hits);
+        Ok(())
+    }
+
+    pub fn facts(&self, id: &AgentId) -> Result<()> {
+        self.agent_config(id)?;
+        self.out.value(&self.store.facts(id)?);
+        Ok(())
+    }
+
+    pub fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
+        self.agent_config(id)?;
+        let events: Vec<EventRecord> = self
+            .store
+            .events(id, limit)?
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        self.out.value(&events);
+        Ok(())
+    }
+
+    /// Prints exactly the messages the agent's next LLM call would receive for `input`.
+    pub fn prompt(&self, id: &AgentId, input: &str) -> Result<()> {
+        let config = self.agent_config(id)?;
+        let counter = TokenCounter::for_model(&config.model);
+        let mut history = self.store.history(id)?;
+        let mut next = Message::user(input).at(now());
+        next.seq = self.store.agent(id)?.map_or(0, |r| r.next_seq);
+        next.tokens = counter.count_message(&next);
+        history.push(next);
+        let working = WorkingContext::gather(&self.store, id, input, &config.memory)?;
+        let built = prompt::build(&config, &working, &history, &counter);
+        self.out.prompt(&config, &built, &working);
+        Ok(())
+    }
+
+    pub fn import(&self, id: &AgentId, file: &Path, quiet: bool) -> Result<()> {
+        let config = match self.store.agent(id)? {
+            Some(_) => self.agent_config(id)?,
+            None => self
+                .config
+                .agent_config(id, &AgentOverrides::default())
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        };
+        let f =
+            std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+        let compactor = Compactor::new(self.store.clone(), self.llm()?);
+        let bar = if quiet || self.out.is_json() {
+            ProgressBar::hidden()
+        } else {
+            let b = ProgressBar::new(0);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "importing [{bar:40}] {pos}/{len} messages · {elapsed_precise} · {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b
+        };
+        let started = std::time::Instant::now();
+        let report = run_async(somna_runtime::import::import_jsonl(
+            BufReader::new(f),
+            id,
+            &config,
+            &self.store,
+            &compactor,
+            now(),
+            |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            },
+        ))?
+        .with_context(|| format!("{}", file.display()))?;
+        bar.finish_and_clear();
+        self.store.flush()?;
+        if self.out.is_json() {
+            self.out.value(&report);
+        } else {
+            println!(
+                "imported {} messages into {id} in {:.2} s: {} compaction(s){}, history {} · archive {}",
+                report.imported,
+                started.elapsed().as_secs_f64(),
+                report.compactions,
+                if report.fallbacks > 0 {
+                    format!(" ({} by fallback)", report.fallbacks)
+                } else {
+                    String::new()
+                },
+                report.history_len,
+                report.archive_len
+            );
+        }
+        Ok(())
+    }
+
+    /// Writes the agent's messages as JSONL. `openai`: the original messages only (archive and
+    /// history merged in seq order) in OpenAI's shape — what `import` reads. Otherwise: every
+    /// history and archive entry (summaries and placeholders included), the journal and the facts,
+    /// each line tagged with its `type`.
+    pub fn export(&self, id: &AgentId, openai: bool, out: &mut dyn Write) -> Result<()> {
+        self.agent_config(id)?;
+        let history = self.store.history(id)?;
+        let archive = self.store.archive_range(id, 0, usize::MAX)?;
+        if openai {
+            let mut originals: Vec<&Message> = archive
+                .iter()
+                .filter(|m| !matches!(m.kind, MessageKind::Summary(_)))
+                .chain(history.iter().filter(|m| m.is_normal()))
+                .collect();
+            originals.sort_by_key(|m| m.seq);
+            for m in originals {
+                writeln!(out, "{}", interchange::to_line(m))?;
+            }
+            return Ok(());
+        }
+        for (location, list) in [("archive", &archive), ("history", &history)] {
+            for m in list {
+                let mut v = serde_json::to_value(m)?;
+                v["type"] = "message".into();
+                v["location"] = location.into();
+                writeln!(out, "{}", serde_json::to_string(&v)?)?;
+            }
+        }
+        for e in self
+            .store
+            .query_journal(id, &JournalQuery::default())?
+            .iter()
+            .rev()
+        {
+            let mut v = serde_json::to_value(e)?;
+            v["type"] = "journal".into();
+            writeln!(out, "{}", serde_json::to_string(&v)?)?;
+        }
+        for f in self.store.facts(id)? {
+            let mut v = serde_json::to_value(&f)?;
+            v["type"] = "fact".into();
+            writeln!(out, "{}", serde_json::to_string(&v)?)?;
+        }
+        Ok(())
+    }
+
+    /// Totals over every agent, and the database size.
+    pub fn stats(&self) -> Result<()> {
+        let agents = self.store.agents()?;
+        let totals = serde_json::json!({
+            "agents": agents.len(),
+            "history_messages": agents.iter().map(|a| a.history_len).sum::<u64>(),
+            "archive_messages": agents.iter().map(|a| a.archive_len).sum::<u64>(),
+            "history_tokens": agents.iter().map(|a| a.history_tokens).sum::<u64>(),
+            "compactions": agents.iter().map(|a| u64::from(a.compaction_count)).sum::<u64>(),
+            "size_on_disk_bytes": self.store.size_on_disk()?,
+        });
+        self.out.value(&totals);
+        Ok(())
+    }
+
+    /// Checks the storage invariants of every agent; an error if any is broken.
+    pub fn check(&self) -> Result<()> {
+        let mut broken = 0;
+        for a in self.store.agents()? {
+            let report = self.store.check_invariants(&a.id)?;
+            if !report.is_ok() {
+                broken += 1;
+                eprintln!("{}: {report:?}", a.id);
+            }
+        }
+        if broken > 0 {
+            bail!("{broken} agent(s) have broken invariants");
+        }
+        self.out
+            .done("every agent's history and archive are consistent");
+        Ok(())
+    }
+}
+
+/// `compaction.sleep_threshold=0.6 model=gpt-4o` → overrides.
+pub fn parse_overrides(pairs: &[String]) -> Result<AgentOverrides> {
+    AgentOverrides::from_pairs(pairs).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_system_time(std::time::SystemTime::now())
+}
+
+/// Runs a future to completion on a fresh tokio runtime (LLM calls need one).
+fn run_async<F: std::future::Future>(f: F) -> Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(f))
+}
+
+/// A user message as an input (for `send`).
+pub fn user_input(text: String, from: Option<String>, observation: bool) -> Inbound {
+    if observation {
+        Inbound::Observation { content: text }
+    } else {
+        Inbound::User {
+            content: text,
+            name: from,
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! OpenAI-format JSONL, one message per line — the import/export format.
+//!
+//! ```json
+//! {"role":"user","content":"Hello","name":"Aldric"}
+//! {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}}]}
+//! {"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, Role, ToolCall};
+
+/// One line of OpenAI-format JSONL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenAiMessage {
+    pub role: String,
+    /// Text; `null` for an assistant message with only tool calls. Content parts (a list of
+    /// `{"type":"text","text":…}`) are accepted and joined.
+    #[serde(default)]
+    pub content: Option<Content>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<OpenAiToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A message's content: a string or a list of parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part; only text parts carry text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// A tool call in OpenAI's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenAiToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: OpenAiFunction,
+}
+
+/// The function of a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenAiFunction {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+/// Parses one JSONL line into a message (seq, time and tokens are left for the caller). Errors
+/// name what is wrong.
+pub fn parse_line(line: &str) -> Result<Message, String> {
+    let m: OpenAiMessage = serde_json::from_str(line).map_err(|e| format!("not a message: {e}"))?;
+    let role: Role = m.role.parse()?;
+    let content = match m.content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Parts(parts)) => parts
+            .into_iter()
+            .filter_map(|p| p.text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    if role == Role::Tool && m.tool_call_id.is_none() {
+        return Err("a tool message needs tool_call_id".into());
+    }
+    if content.is_empty() && m.tool_calls.is_empty() && role != Role::Tool {
+        return Err("the message has neither content nor tool_calls".into());
+    }
+    let mut msg = Message::new(role, content);
+    msg.name = m.name;
+    msg.tool_call_id = m.tool_call_id;
+    msg.tool_calls = m
+        .tool_calls
+        .into_iter()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments,
+        })
+        .collect();
+    Ok(msg)
+}
+
+/// The message as one JSONL line in OpenAI's shape.
+pub fn to_line(m: &Message) -> String {
+    let line = OpenAiMessage {
+        role: m.role.as_str().to_string(),
+        content: if m.content.is_empty() && m.has_tool_calls() {
+            None
+        } else {
+            Some(Content::Text(m.content.clone()))
+        },
+        name: m.name.clone(),
+        tool_calls: m
+            .tool_calls
+            .iter()
+            .map(|c| OpenAiToolCall {
+                id: c.id.clone(),
+                kind: function_type(),
+                function: OpenAiFunction {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                },
+            })
+            .collect(),
+        tool_call_id: m.tool_call_id.clone(),
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        for line in [
+            r#"{"role":"user","content":"Hello","name":"Aldric"}"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}}]}"#,
+            r#"{"role":"tool","content":"{\"ok\":true}","tool_call_id":"c1"}"#,
+        ] {
+            let m = parse_line(line).unwrap();
+            assert_eq!(to_line(&m), line);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert!(parse_line("{").unwrap_err().starts_with("not a message"));
+        assert!(
+            parse_line(r#"{"role":"robot","content":"x"}"#)
+                .unwrap_err()
+                .contains("unknown role")
+        );
+        assert!(
+            parse_line(r#"{"role":"tool","content":"x"}"#)
+                .unwrap_err()
+                .contains("tool_call_id")
+        );
+        assert!(
+            parse_line(r#"{"role":"user"}"#)
+                .unwrap_err()
+                .contains("neither")
+        );
+        let parts = parse_line(
+            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(parts.content, "a");
+    }
+}

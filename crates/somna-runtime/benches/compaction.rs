@@ -1,0 +1,235 @@
+//! Compaction benchmarks (LLM time excluded: the summary text is fixed).
+//!
+//! - `plan+mask+commit/2000`: read a 2,000-message history, plan, build the summarizer's masked
+//!   view, and commit the compaction (one sled transaction) — everything but the LLM call.
+//! - `plan/2000`: planning alone.
+//! - Printed before the timings: tokens sent to the summarizer against tokens in the body on a
+//!   tool-heavy transcript, with and without masking.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use somna_core::compaction::{PlanRequest, plan, prompt};
+use somna_core::config::AgentConfig;
+use somna_core::message::{Message, MessageKind, Role, SummaryMeta, ToolCall};
+use somna_core::record::{CompactionMethod, CompactionRecord, Trigger};
+use somna_core::tokens::TokenCounter;
+use somna_core::{AgentId, JournalEntry, Timestamp};
+use somna_store::{CompactionCommit, Store};
+
+const MODEL: &str = "gpt-4o";
+
+/// A tool-heavy conversation: every third exchange calls a tool that returns a long listing.
+fn transcript(n: usize, counter: &TokenCounter) -> Vec<Message> {
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while out.len() < n {
+        let mut batch = match i % 3 {
+            0 => vec![
+                Message::assistant_calls(
+                    "",
+                    vec![ToolCall {
+                        id: format!("call_{i}"),
+                        name: "search_inventory".into(),
+                        arguments: format!("{{\"query\":\"iron {i}\"}}"),
+                    }],
+                ),
+                Message::tool_result(
+                    format!("call_{i}"),
+                    (0..40)
+                        .map(|k| format!("item {k}: iron ingot, 4 silver, shelf {k}, batch {i}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+            ],
+            _ => vec![
+                Message::user(format!(
+                    "Aldric asks whether the plough for the mill near Millbrook is ready; he will pay {} silver on day {}.",
+                    10 + i,
+                    i % 7
+                )),
+                Message::assistant(format!(
+                    "We agreed: the plough will be ready by day {}, and Aldric pays half up front.",
+                    i % 7 + 1
+                )),
+            ],
+        };
+        for m in &mut batch {
+            m.tokens = counter.count_message(m);
+        }
+        out.extend(batch);
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+fn config(history: &[Message]) -> AgentConfig {
+    let mut c = AgentConfig::with_builtin_defaults(AgentId::new("bench").unwrap());
+    let total: u64 = history.iter().map(|m| u64::from(m.tokens)).sum();
+    c.compaction.max_context_tokens = (total as f64 / 0.75) as u32;
+    c.compaction.summarizer_context_tokens = 2_000_000;
+    c
+}
+
+fn filled_store(history: &[Message]) -> (Store, AgentId) {
+    let store = Store::temporary().unwrap();
+    let id = AgentId::new("bench").unwrap();
+    store.create_agent(&id, Timestamp(0)).unwrap();
+    store.append_batch(&id, history.to_vec()).unwrap();
+    (store, id)
+}
+
+fn masking_report() {
+    let counter = TokenCounter::for_model(MODEL);
+    let history = transcript(600, &counter);
+    let cfg = config(&history);
+    let p = plan(
+        &PlanRequest {
+            history: &history,
+            fixed_tokens: 0,
+            trigger: Trigger::Manual,
+            calibration: 1.0,
+        },
+        &cfg.compaction,
+        &counter,
+    )
+    .into_plan()
+    .unwrap();
+    let tools = p
+        .body(&history)
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .count();
+    println!(
+        "masking on a tool-heavy transcript ({} messages, {} in the body, {} tool outputs):",
+        history.len(),
+        p.body.len(),
+        tools
+    );
+    println!("| | tokens |");
+    println!("|---|---|");
+    println!("| body as stored | {} |", p.body_tokens);
+    println!(
+        "| sent to the summarizer (masked, with framing) | {} |",
+        p.summarizer_tokens
+    );
+    println!(
+        "| ratio | {:.2} ({:.0}% less) |",
+        p.summarizer_tokens as f64 / p.body_tokens as f64,
+        100.0 * (1.0 - p.summarizer_tokens as f64 / p.body_tokens as f64)
+    );
+}
+
+fn benches(c: &mut Criterion) {
+    masking_report();
+    let counter = TokenCounter::for_model(MODEL);
+    let history = transcript(2_000, &counter);
+    let cfg = config(&history);
+
+    c.bench_function("plan/2000", |b| {
+        b.iter(|| {
+            plan(
+                &PlanRequest {
+                    history: &history,
+                    fixed_tokens: 0,
+                    trigger: Trigger::Sleep,
+                    calibration: 1.0,
+                },
+                &cfg.compaction,
+                &counter,
+            )
+        })
+    });
+
+    let (store, id) = filled_store(&history);
+    c.bench_function("history_read/2000", |b| {
+        b.iter(|| store.history(&id).unwrap())
+    });
+    let live = store.history(&id).unwrap();
+    let p = plan(
+        &PlanRequest {
+            history: &live,
+            fixed_tokens: 0,
+            trigger: Trigger::Sleep,
+            calibration: 1.0,
+        },
+        &cfg.compaction,
+        &counter,
+    )
+    .into_plan()
+    .unwrap();
+    c.bench_function("summarizer_view/2000", |b| {
+        b.iter(|| p.summarizer_view(&live, &counter))
+    });
+
+    let mut group = c.benchmark_group("plan+mask+commit");
+    group.sample_size(20);
+    group.bench_function("2000", |b| {
+        b.iter_batched(
+            || filled_store(&history),
+            |(store, id)| {
+                let live = store.history(&id).unwrap();
+                let p = plan(
+                    &PlanRequest {
+                        history: &live,
+                        fixed_tokens: 0,
+                        trigger: Trigger::Sleep,
+                        calibration: 1.0,
+                    },
+                    &cfg.compaction,
+                    &counter,
+                )
+                .into_plan()
+                .unwrap();
+                let view = p.summarizer_view(&live, &counter);
+                assert_eq!(view.len(), p.body.len());
+                let body = p.body(&live);
+                let text = "## Topic arc\n- Orders for the mill.\n## Decisions\n- Half up front.";
+                let mut summary = Message::new(Role::System, prompt::summary_content(text));
+                summary.seq = body[0].seq;
+                summary.tokens = counter.count_message(&summary);
+                let last = body[body.len() - 1].seq;
+                summary.kind = MessageKind::Summary(SummaryMeta {
+                    covers_from_seq: body[0].seq,
+                    covers_through_seq: last,
+                    compacted_count: body.len() as u32,
+                    original_tokens: p.body_tokens as u32,
+                    summary_tokens: summary.tokens,
+                    generation: 1,
+                    compacted_at: Timestamp(1),
+                });
+                let record = CompactionRecord {
+                    at: Timestamp(1),
+                    trigger: Trigger::Sleep,
+                    method: CompactionMethod::Llm,
+                    summary_seq: body[0].seq,
+                    covers: (body[0].seq, last),
+                    compacted: body.len() as u32,
+                    preserved: p.tail.len() as u32,
+                    tokens_before: p.tokens_before,
+                    tokens_after: p.tokens_before - p.body_tokens + u64::from(summary.tokens),
+                    synthesis_entry: None,
+                    generation: 1,
+                };
+                let commit = CompactionCommit {
+                    covered: body.to_vec(),
+                    summary,
+                    journal: vec![JournalEntry::synthesis(
+                        Timestamp(1),
+                        text,
+                        body[0].seq,
+                        last,
+                    )],
+                    record,
+                };
+                store.commit_compaction(&id, &commit).unwrap()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(compaction, benches);
+criterion_main!(compaction);

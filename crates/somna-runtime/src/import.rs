@@ -1,0 +1,106 @@
+//! Importing a conversation (OpenAI-format JSONL) into an agent's history, compacting whenever the
+//! prompt would pass the emergency threshold, as the live runtime would have.
+
+use std::io::BufRead;
+
+use somna_core::config::AgentConfig;
+use somna_core::interchange;
+use somna_core::message::Message;
+use somna_core::record::Trigger;
+use somna_core::tokens::TokenCounter;
+use somna_core::{AgentId, Timestamp};
+use somna_store::{Store, StoreError};
+
+use crate::compactor::{CompactError, CompactRequest, CompactionOutcome, Compactor};
+
+/// Why an import failed. A bad line stops the import before anything is written.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("line {line}: {message}")]
+    BadLine { line: usize, message: String },
+    #[error("reading the input: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Compact(#[from] CompactError),
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ImportReport {
+    pub imported: usize,
+    pub compactions: usize,
+    /// Compactions that had to fall back to deterministic reduction.
+    pub fallbacks: usize,
+    pub history_len: u64,
+    pub archive_len: u64,
+}
+
+/// Parses every line first (so a bad line changes nothing), then appends the messages, compacting
+/// at the emergency threshold. `progress(done, total)` is called as messages are appended.
+pub async fn import_jsonl(
+    input: impl BufRead,
+    agent: &AgentId,
+    config: &AgentConfig,
+    store: &Store,
+    compactor: &Compactor,
+    now: Timestamp,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ImportReport, ImportError> {
+    let counter = TokenCounter::for_model(&config.model);
+    let mut messages = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut m = interchange::parse_line(&line).map_err(|message| ImportError::BadLine {
+            line: i + 1,
+            message,
+        })?;
+        m.created_at = now;
+        m.tokens = counter.count_message(&m);
+        messages.push(m);
+    }
+    store.ensure_agent(agent, now)?;
+    let fixed = u64::from(counter.count_text(&config.persona));
+    let limit = (config.compaction.emergency_threshold
+        * f64::from(config.compaction.max_context_tokens)) as u64;
+    let total = messages.len();
+    let mut report = ImportReport::default();
+    let mut batch: Vec<Message> = Vec::new();
+    let mut pending_tokens = 0u64;
+    for (done, m) in messages.into_iter().enumerate() {
+        pending_tokens += u64::from(m.tokens);
+        batch.push(m);
+        let usage = fixed + store.usage_tokens(agent)? + pending_tokens;
+        let last = done + 1 == total;
+        if usage >= limit || last || batch.len() >= 1_000 {
+            store.append_batch(agent, std::mem::take(&mut batch))?;
+            pending_tokens = 0;
+            progress(done + 1, total);
+        }
+        if config.compaction.enabled && usage >= limit {
+            let outcome = compactor
+                .compact(CompactRequest {
+                    agent,
+                    config,
+                    trigger: Trigger::Emergency,
+                    fixed_tokens: fixed,
+                    now,
+                })
+                .await?;
+            if let CompactionOutcome::Done(r) = outcome {
+                report.compactions += 1;
+                report.fallbacks += usize::from(r.fallback_reason.is_some());
+            }
+        }
+        report.imported = done + 1;
+    }
+    if let Some(record) = store.agent(agent)? {
+        report.history_len = record.history_len;
+        report.archive_len = record.archive_len;
+    }
+    Ok(report)
+}
