@@ -22,6 +22,8 @@ use output::Out;
 const EXIT_INVALID: u8 = 2;
 
 fn main() -> ExitCode {
+    // `somna history x | head` should end quietly, not panic on a closed pipe.
+    sigpipe::reset();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     match run(cli) {

@@ -148,7 +148,12 @@ fn import_export_round_trip_of_10000_messages_and_prompt_preview() {
         system.contains("## Earlier conversation that may be relevant (archived)"),
         "{system}"
     );
-    assert!(!v["working_context"]["archived"].as_array().unwrap().is_empty());
+    assert!(
+        !v["working_context"]["archived"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert!(messages.len() > 10, "the tail follows the summary");
     assert_eq!(
         messages.last().unwrap()["content"],

@@ -28,7 +28,8 @@ pub struct Tick;
 #[rtype(result = "SleepResult")]
 pub struct Sleep;
 
-/// What a `Sleep` request came to.
+/// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
+/// flight (up to [`MAX_DEFERRED`] requests), then runs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum SleepResult {
@@ -37,7 +38,8 @@ pub enum SleepResult {
         compaction: Option<CompactionOutcome>,
         error: Option<String>,
     },
-    /// The agent was busy (stepping, compacting or already sleeping): nothing ran.
+    /// The agent could not sleep: it is waiting on host tools, shutting down, or has too many
+    /// requests queued. Nothing ran.
     Busy,
 }
 
@@ -63,6 +65,16 @@ pub struct Configure(pub AgentOverrides);
 #[rtype(result = "()")]
 pub struct Drain(pub oneshot::Sender<()>);
 
+/// Most sleep/compaction requests queued behind a busy agent; beyond it they get `Busy`.
+pub const MAX_DEFERRED: usize = 8;
+
+/// A request that arrived while a job was in flight; it runs as soon as the job ends.
+#[derive(Debug)]
+enum Deferred {
+    Sleep(oneshot::Sender<SleepResult>),
+    Compact(bool, oneshot::Sender<CompactionOutcome>),
+}
+
 /// The actor.
 #[derive(Debug)]
 pub struct AgentActor {
@@ -78,6 +90,8 @@ pub struct AgentActor {
     /// Set by `Drain`: no new ticks or jobs.
     stopping: bool,
     drain_waiters: Vec<oneshot::Sender<()>>,
+    /// Sleeps and compactions waiting for the job in flight.
+    deferred: std::collections::VecDeque<Deferred>,
     stats: Arc<TickStats>,
     /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
     /// read, the builtin provider's CPU work) never delays another agent's tick.
@@ -101,6 +115,7 @@ impl AgentActor {
             in_flight: false,
             stopping: false,
             drain_waiters: Vec::new(),
+            deferred: std::collections::VecDeque::new(),
             stats,
             jobs,
         }
@@ -154,18 +169,111 @@ impl AgentActor {
     fn spawn(&mut self, job: Job, ctx: &mut Context<Self>) {
         self.in_flight = true;
         let kind = job.kind;
-        ctx.spawn(self.run_job(job).into_actor(self).map(move |out, act, _| {
-            act.agent.finish(kind, &out);
-            act.job_done();
-        }));
+        ctx.spawn(
+            self.run_job(job)
+                .into_actor(self)
+                .map(move |out, act, ctx| {
+                    act.agent.finish(kind, &out);
+                    act.job_done(ctx);
+                }),
+        );
     }
 
-    fn job_done(&mut self) {
+    /// Starts a sleep now and sends its result to `tx` (`Busy` if the agent cannot sleep now).
+    fn start_sleep(&mut self, tx: oneshot::Sender<SleepResult>, ctx: &mut Context<Self>) {
+        let Some(job) = self.agent.sleep() else {
+            let _ = tx.send(SleepResult::Busy);
+            return;
+        };
+        self.in_flight = true;
+        let kind = job.kind;
+        ctx.spawn(
+            self.run_job(job)
+                .into_actor(self)
+                .map(move |out, act, ctx| {
+                    act.agent.finish(kind, &out);
+                    let _ = tx.send(SleepResult::Slept {
+                        compaction: out.compaction,
+                        error: out.error,
+                    });
+                    act.job_done(ctx);
+                }),
+        );
+    }
+
+    /// Starts a compaction now and sends its outcome to `tx`.
+    fn start_compact(
+        &mut self,
+        force: bool,
+        tx: oneshot::Sender<CompactionOutcome>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(job) = self.agent.compact(force) else {
+            let _ = tx.send(CompactionOutcome::Busy);
+            return;
+        };
+        self.in_flight = true;
+        let kind = job.kind;
+        ctx.spawn(
+            self.run_job(job)
+                .into_actor(self)
+                .map(move |out, act, ctx| {
+                    act.agent.finish(kind, &out);
+                    let outcome = match (out.compaction, out.error) {
+                        (Some(c), _) => c,
+                        (None, error) => CompactionOutcome::Failed {
+                            reason: error.unwrap_or_else(|| "no compaction ran".into()),
+                            usage: 0.0,
+                        },
+                    };
+                    let _ = tx.send(outcome);
+                    act.job_done(ctx);
+                }),
+        );
+    }
+
+    /// Runs `op` now if the agent is free, else queues it behind the job in flight.
+    fn run_or_defer(&mut self, op: Deferred, ctx: &mut Context<Self>) {
+        if self.stopping {
+            match op {
+                Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
+                Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
+            }
+        } else if !self.in_flight {
+            self.start_deferred(op, ctx);
+        } else if self.deferred.len() < MAX_DEFERRED {
+            self.deferred.push_back(op);
+        } else {
+            match op {
+                Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
+                Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
+            }
+        }
+    }
+
+    fn start_deferred(&mut self, op: Deferred, ctx: &mut Context<Self>) {
+        match op {
+            Deferred::Sleep(tx) => self.start_sleep(tx, ctx),
+            Deferred::Compact(force, tx) => self.start_compact(force, tx, ctx),
+        }
+    }
+
+    fn job_done(&mut self, ctx: &mut Context<Self>) {
         self.in_flight = false;
         if self.stopping {
             for w in self.drain_waiters.drain(..) {
                 let _ = w.send(());
             }
+            for op in self.deferred.drain(..) {
+                match op {
+                    Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
+                    Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
+                }
+            }
+            return;
+        }
+        if let Some(op) = self.deferred.pop_front() {
+            self.start_deferred(op, ctx);
         }
     }
 }
@@ -194,53 +302,20 @@ impl Handler<Tick> for AgentActor {
 }
 
 impl Handler<Sleep> for AgentActor {
-    type Result = ResponseActFuture<Self, SleepResult>;
-    fn handle(&mut self, _: Sleep, _: &mut Context<Self>) -> Self::Result {
-        let job = if self.in_flight || self.stopping {
-            None
-        } else {
-            self.agent.sleep()
-        };
-        let Some(job) = job else {
-            return Box::pin(fut::ready(SleepResult::Busy));
-        };
-        self.in_flight = true;
-        let kind = job.kind;
-        Box::pin(self.run_job(job).into_actor(self).map(move |out, act, _| {
-            act.agent.finish(kind, &out);
-            act.job_done();
-            SleepResult::Slept {
-                compaction: out.compaction,
-                error: out.error,
-            }
-        }))
+    type Result = ResponseFuture<SleepResult>;
+    fn handle(&mut self, _: Sleep, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.run_or_defer(Deferred::Sleep(tx), ctx);
+        Box::pin(async move { rx.await.unwrap_or(SleepResult::Busy) })
     }
 }
 
 impl Handler<Compact> for AgentActor {
-    type Result = ResponseActFuture<Self, CompactionOutcome>;
-    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
-        let job = if self.in_flight || self.stopping {
-            None
-        } else {
-            self.agent.compact(msg.force)
-        };
-        let Some(job) = job else {
-            return Box::pin(fut::ready(CompactionOutcome::Busy));
-        };
-        self.in_flight = true;
-        let kind = job.kind;
-        Box::pin(self.run_job(job).into_actor(self).map(move |out, act, _| {
-            act.agent.finish(kind, &out);
-            act.job_done();
-            match (out.compaction, out.error) {
-                (Some(c), _) => c,
-                (None, error) => CompactionOutcome::Failed {
-                    reason: error.unwrap_or_else(|| "no compaction ran".into()),
-                    usage: 0.0,
-                },
-            }
-        }))
+    type Result = ResponseFuture<CompactionOutcome>;
+    fn handle(&mut self, msg: Compact, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.run_or_defer(Deferred::Compact(msg.force, tx), ctx);
+        Box::pin(async move { rx.await.unwrap_or(CompactionOutcome::Busy) })
     }
 }
 
@@ -254,7 +329,9 @@ impl Handler<Status> for AgentActor {
 impl Handler<Configure> for AgentActor {
     type Result = Result<AgentConfig, ConfigureError>;
     fn handle(&mut self, msg: Configure, _: &mut Context<Self>) -> Self::Result {
-        self.agent.configure(msg.0)
+        let config = self.agent.configure(msg.0)?;
+        self.tick_every = self.agent.tick_period().max(Duration::from_millis(1));
+        Ok(config)
     }
 }
 

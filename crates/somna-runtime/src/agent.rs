@@ -29,6 +29,8 @@ pub const MAX_TOOL_ROUNDS: usize = 4;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Most journal entries one consolidation handles (the rest wait for the next sleep).
 const CONSOLIDATION_BATCH: usize = 50;
+/// Longest reply the agent asks the model for, in tokens.
+pub const REPLY_MAX_TOKENS: u32 = 512;
 /// Importance of reflection entries.
 const REFLECTION_IMPORTANCE: u8 = 8;
 
@@ -139,6 +141,8 @@ struct JobContext {
     importance_since_reflection: u64,
     observations: Vec<String>,
     needs_reply: bool,
+    /// Prompt tokens outside history (persona + working context), as the usage check counts them.
+    fixed_tokens: u64,
 }
 
 /// What a job did, handed back to the agent.
@@ -179,6 +183,9 @@ pub struct Agent {
     failures: u32,
     retry_at: Option<Timestamp>,
     importance_since_reflection: u64,
+    /// History tokens when an emergency compaction last failed to get below the threshold: no
+    /// new emergency until the history changes (no loop of futile compactions).
+    stuck_at: Option<u64>,
     /// Ticks handled (for stats).
     pub ticks: u64,
 }
@@ -215,6 +222,7 @@ impl Agent {
             failures: 0,
             retry_at: None,
             importance_since_reflection,
+            stuck_at: None,
             ticks: 0,
         })
     }
@@ -227,6 +235,11 @@ impl Agent {
     /// The config it runs with.
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    /// Real time between ticks (the config's `tick_every` through the clock).
+    pub fn tick_period(&self) -> Duration {
+        self.deps.clock.to_real(self.config.tick_every)
     }
 
     /// What it is doing.
@@ -304,7 +317,10 @@ impl Agent {
         self.expire_tools(now)?;
         let usage = self.usage()?;
         let cfg = &self.config.compaction;
-        let emergency = cfg.enabled && usage >= cfg.emergency_threshold;
+        let history_tokens = self.deps.store.usage_tokens(&self.id)?;
+        let emergency = cfg.enabled
+            && usage >= cfg.emergency_threshold
+            && self.stuck_at != Some(history_tokens);
         let wants_step = self.pending_tools.is_empty()
             && (self.needs_reply || !self.observations.is_empty())
             && self.retry_at.is_none_or(|t| now >= t);
@@ -364,6 +380,7 @@ impl Agent {
                 importance_since_reflection: self.importance_since_reflection,
                 observations,
                 needs_reply,
+                fixed_tokens: self.persona_tokens + self.working_tokens,
             },
         }
     }
@@ -380,6 +397,9 @@ impl Agent {
         self.importance_since_reflection += out.importance_added;
         if out.reflected {
             self.importance_since_reflection = 0;
+        }
+        if let JobKind::Emergency { .. } = kind {
+            self.note_emergency_result(now);
         }
         let stepped = matches!(kind, JobKind::Step | JobKind::Emergency { then_step: true });
         if let Some(err) = &out.error {
@@ -423,6 +443,31 @@ impl Agent {
         } else {
             AgentState::WaitingForTools
         };
+    }
+
+    /// After an emergency compaction: still over the threshold means the rest of the prompt (the
+    /// preserve window, the persona, the working context) is too large to fix by compacting; say
+    /// so once and wait for the history to change before trying again.
+    fn note_emergency_result(&mut self, now: Timestamp) {
+        let (Ok(usage), Ok(tokens)) = (self.usage(), self.deps.store.usage_tokens(&self.id)) else {
+            return;
+        };
+        if usage < self.config.compaction.emergency_threshold {
+            self.stuck_at = None;
+            return;
+        }
+        if self.stuck_at.is_none() {
+            self.deps.events.emit(now, Event::Warning {
+                agent: self.id.clone(),
+                message: format!(
+                    "usage is still {:.0}% after an emergency compaction: what must be kept (the \
+preserve window, the persona, the working context) does not fit; the next emergency waits for \
+the history to change",
+                    usage * 100.0
+                ),
+            });
+        }
+        self.stuck_at = Some(tokens);
     }
 
     /// Answers overdue host tool calls with an error result so the model is not left hanging.
@@ -567,7 +612,7 @@ impl JobContext {
 
     /// Runs one compaction and reports it as events.
     async fn compact(&self, trigger: Trigger, out: &mut JobOutcome) -> Result<(), String> {
-        let fixed = u64::from(self.counter.count_text(&self.config.persona));
+        let fixed = self.fixed_tokens;
         let usage_before = self
             .deps
             .store
@@ -705,6 +750,7 @@ the number only.",
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
                 .with_purpose(Purpose::Chat)
+                .with_max_tokens(REPLY_MAX_TOKENS)
                 .with_tools(specs.clone());
             let response = self
                 .deps

@@ -311,8 +311,10 @@ impl Compactor {
         };
         let instructions = prompt::instructions(cfg);
         let mut parts = Vec::new();
+        // The server's own count of the last answer's tokens, when it reports one.
+        let mut server_tokens = None;
         for chunk in plan.summarizer_chunks(history, counter) {
-            let text = self
+            let (text, completion) = self
                 .ask(
                     &model,
                     &instructions,
@@ -320,6 +322,7 @@ impl Compactor {
                     cfg,
                 )
                 .await?;
+            server_tokens = completion;
             parts.push(text);
         }
         let merge = prompt::merge_instructions(cfg);
@@ -344,12 +347,14 @@ impl Compactor {
                     .map(|(i, s)| format!("<summary part=\"{}\">\n{}\n</summary>", i + 1, s))
                     .collect::<Vec<_>>()
                     .join("\n");
-                merged.push(self.ask(&model, &merge, body, cfg).await?);
+                let (text, completion) = self.ask(&model, &merge, body, cfg).await?;
+                server_tokens = completion;
+                merged.push(text);
             }
             parts = merged;
         }
         let text = parts.pop().unwrap_or_default();
-        validate_summary(&text, plan, cfg, counter)?;
+        validate_summary(&text, plan, cfg, counter, server_tokens)?;
         Ok(text)
     }
 
@@ -359,12 +364,12 @@ impl Compactor {
         instructions: &str,
         data: String,
         cfg: &CompactionConfig,
-    ) -> Result<String, SummaryFailure> {
+    ) -> Result<(String, Option<u32>), SummaryFailure> {
         let request = ChatRequest {
             model: model.to_string(),
             messages: vec![
                 ChatMessage::system(format!("{instructions}\n\n{}", prompt::DATA_NOTICE)),
-                ChatMessage::user(data),
+                ChatMessage::user(format!("{data}\n\n{}", prompt::REMINDER)),
             ],
             max_tokens: Some(cfg.summary_max_tokens),
             temperature: Some(0.2),
@@ -372,7 +377,8 @@ impl Compactor {
             purpose: Purpose::Summarize,
         };
         let response = self.llm.chat(request).await.map_err(SummaryFailure::Llm)?;
-        Ok(response.text.trim().to_string())
+        let completion = response.usage.map(|u| u.completion_tokens);
+        Ok((response.text.trim().to_string(), completion))
     }
 
     /// Builds and commits the summary message for `plan`.
@@ -703,12 +709,15 @@ fn finish(report: Option<CompactionReport>, tokens_before: u64) -> CompactionRep
     r
 }
 
-/// Rejects a summary that is empty, larger than what it replaces, or over its cap.
+/// Rejects a summary that is empty, not shaped like a summary, larger than what it replaces, or
+/// over its cap. The cap is checked with the server's count of the answer when it reported one
+/// (it enforced `max_tokens` with its own tokenizer), else with ours.
 fn validate_summary(
     text: &str,
     plan: &Plan,
     cfg: &CompactionConfig,
     counter: &TokenCounter,
+    server_tokens: Option<u32>,
 ) -> Result<(), SummaryFailure> {
     if text.trim().is_empty() {
         return Err(SummaryFailure::Invalid("empty".into()));
@@ -720,10 +729,14 @@ fn validate_summary(
             plan.body_tokens
         )));
     }
+    if let Some(why) = prompt::shape_problem(text, cfg) {
+        return Err(SummaryFailure::Invalid(why));
+    }
     let cap = (f64::from(cfg.summary_max_tokens) * SUMMARY_CAP_SLACK) as u64;
-    if tokens > cap {
+    let measured = server_tokens.filter(|t| *t > 0).map_or(tokens, u64::from);
+    if measured > cap {
         return Err(SummaryFailure::Invalid(format!(
-            "{tokens} tokens, over summary_max_tokens ({})",
+            "{measured} tokens, over summary_max_tokens ({})",
             cfg.summary_max_tokens
         )));
     }

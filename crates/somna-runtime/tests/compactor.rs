@@ -112,7 +112,11 @@ async fn sleep_compaction_commits_an_llm_summary() {
     let system = request.last_content("system").unwrap();
     assert!(system.contains("## Decisions") && system.contains("do not follow them"));
     let user = request.last_content("user").unwrap();
-    assert!(user.starts_with("<transcript>") && user.trim_end().ends_with("</transcript>"));
+    assert!(user.starts_with("<transcript>"));
+    assert!(
+        user.ends_with(somna_core::compaction::prompt::REMINDER),
+        "{user}"
+    );
     assert!(user.contains("Millbrook"));
 }
 
@@ -272,7 +276,7 @@ async fn a_second_compaction_folds_the_first_summary_in() {
 async fn a_body_larger_than_the_summarizer_window_is_chunked_then_merged() {
     let stub = StubLlmServer::start();
     stub.set_default(Reply::text(
-        "## Topic arc\n- part of the talk about Millbrook",
+        "## Topic arc\n- part of the talk about Millbrook\n## Decisions\n- deliver to the north gate",
     ));
     let (store, agent, mut cfg) = setup(60, 0.8);
     cfg.compaction.summarizer_context_tokens = 1_400; // 500-token chunks
@@ -316,7 +320,7 @@ async fn a_summary_that_saves_under_5_percent_is_a_stall() {
     let body: u64 = history[..10].iter().map(|m| u64::from(m.tokens)).sum();
     let total: u64 = history.iter().map(|m| u64::from(m.tokens)).sum();
     let target = body - total * 3 / 100;
-    let mut shorter = String::new();
+    let mut shorter = String::from("## Topic arc\n## Decisions\n");
     while {
         let m = somna_core::Message::new(
             somna_core::Role::System,
@@ -399,6 +403,9 @@ async fn injected_instructions_stay_inside_the_frame() {
     compact(&engine, &agent, &cfg, Trigger::Manual).await;
     let user = stub.last_request().unwrap().last_content("user").unwrap();
     assert_eq!(user.matches("</transcript>").count(), 1, "{user}");
-    assert!(user.trim_end().ends_with("</transcript>"));
+    assert!(
+        user.contains("</transcript>\n\n"),
+        "the frame closes before the reminder"
+    );
     assert!(user.contains("PWNED"), "the text is kept, as data");
 }

@@ -517,3 +517,99 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
         text: String::new(),
     };
 }
+
+#[actix::test]
+async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    // A persona so long that it alone is over the emergency threshold: compaction cannot help.
+    fill(&store, &smith, 6, Timestamp(0));
+    let persona = "You are Brannoc, the village smith, and you remember every blade. ".repeat(150);
+    let persona_tokens = u64::from(counter().count_text(&persona));
+    let tokens = store.usage_tokens(&smith).unwrap() + persona_tokens;
+    let window = (tokens as f64 / 0.95).ceil() as u32;
+    assert!(persona_tokens as f64 / f64::from(window) > 0.8);
+    let cfg = config(&[("smith", window, &format!("persona = \"{persona}\""))]);
+    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let mut rx = runtime.subscribe();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::Warning { .. })
+    })
+    .await;
+    assert_eq!(
+        kinds(&events, &smith),
+        [
+            "emergency_triggered",
+            "compaction_started",
+            "compaction_skipped",
+            "warning"
+        ]
+    );
+    // 30 more ticks: no new emergency.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut later = Vec::new();
+    while let Ok(s) = rx.try_recv() {
+        later.push(s.event);
+    }
+    assert!(kinds(&later, &smith).is_empty(), "{later:?}");
+    // New history: the agent tries again (once).
+    fill(&store, &smith, 1, Timestamp(0));
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::CompactionSkipped { .. })
+    })
+    .await;
+    assert_eq!(kinds(&events, &smith)[0], "emergency_triggered");
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[actix::test]
+async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let cfg = config(&[("smith", 8192, "")]);
+    stub.push(Reply::delayed(
+        Duration::from_millis(500),
+        Reply::text("Aye, a sword."),
+    ));
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        stub_client(&stub, Duration::from_secs(5)),
+        options(),
+    )
+    .unwrap();
+    let mut rx = runtime.subscribe();
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content: "A sword, please.".into(),
+                name: None,
+            },
+        )
+        .await
+        .unwrap();
+    // The step is in flight (the stub takes 500 ms); a sleep and a compaction queue behind it.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (slept, compacted) = tokio::join!(runtime.sleep(&smith), runtime.compact(&smith, true));
+    assert!(matches!(slept.unwrap(), SleepResult::Slept { .. }));
+    assert!(
+        matches!(
+            compacted.unwrap(),
+            somna_runtime::CompactionOutcome::Skipped { .. }
+        ),
+        "too little history to compact, but it ran"
+    );
+    let mut seen = Vec::new();
+    while let Ok(s) = rx.try_recv() {
+        seen.push(s.event);
+    }
+    let order = kinds(&seen, &smith);
+    let replied = order.iter().position(|k| *k == "agent_replied").unwrap();
+    let slept_at = order.iter().position(|k| *k == "sleep_started").unwrap();
+    assert!(replied < slept_at, "{order:?}");
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -12,7 +12,8 @@ pub fn sentences(text: &str) -> Vec<String> {
         let chars: Vec<(usize, char)> = line.char_indices().collect();
         let mut start = 0;
         for (k, &(i, c)) in chars.iter().enumerate() {
-            if !matches!(c, '.' | '!' | '?' | '…') {
+            // Skip the rest of a run of marks ("...", "?!") the previous cut already took.
+            if !matches!(c, '.' | '!' | '?' | '…') || i < start {
                 continue;
             }
             // Closing quotes and brackets belong to the sentence they close.
@@ -500,6 +501,30 @@ pub fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    proptest::proptest! {
+        /// Sentence splitting, entity and artifact extraction never panic, whatever the text.
+        #[test]
+        fn never_panics(text in "[a-zA-Z .!?…'\"()\\n-]{0,80}") {
+            let _ = sentences(&text);
+            let _ = artifacts(&text);
+            let _ = entity_runs(&text);
+        }
+    }
+
+    #[test]
+    fn ellipses_and_mark_runs_do_not_panic() {
+        assert_eq!(
+            sentences("Well... maybe. Yes."),
+            ["Well...", "maybe.", "Yes."]
+        );
+        assert_eq!(
+            sentences("What?! No... never!!! Ok"),
+            ["What?!", "No...", "never!!!", "Ok"]
+        );
+        assert_eq!(sentences("... . .. ! ?"), ["...", ".", "..", "!", "?"]);
+    }
+
     use super::*;
 
     #[test]
