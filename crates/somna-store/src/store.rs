@@ -2,7 +2,7 @@
 //! state, and the write path every operation shares.
 //!
 //! Every write follows one pattern: take the agent's mutex (writers of one agent are serialized, so
-//! seq assignment and counters stay consistent), read what is needed, build a [`WriteSet`] with the
+//! seq assignment and counters stay consistent), read what is needed, build a `WriteSet` with the
 //! new `AgentRecord`, apply it in ONE sled transaction across the trees, and only then update the
 //! in-memory copy of the record. The transaction re-checks every value it removes against the bytes
 //! read under the mutex, so a write set built from a stale read aborts instead of doing damage.

@@ -1,0 +1,690 @@
+//! Prometheus metrics: [`Metrics`] (lock-free counters fed by the runtime's events, the API and
+//! [`MeteredLlm`]) and its rendering in the Prometheus text exposition format (version 0.0.4),
+//! written by hand: the format is a few lines per metric and a crate would add more than it saves.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `somna_agents` | gauge | |
+//! | `somna_ticks_total` | counter | |
+//! | `somna_tick_lateness_seconds` | gauge | `quantile` = `0.5`, `0.99`, `1` (max) |
+//! | `somna_compactions_total` | counter | `trigger`, `outcome` = `completed`, `skipped`, `failed` |
+//! | `somna_compaction_tokens_saved_total` | counter | |
+//! | `somna_events_total` | counter | `type` (the runtime event's type) |
+//! | `somna_llm_request_duration_seconds` | histogram | `purpose` |
+//! | `somna_llm_requests_total` | counter | `purpose`, `outcome` = `ok`, `error` |
+//! | `somna_llm_errors_total` | counter | `kind` (`LlmError::kind`) |
+//! | `somna_errors_total` | counter | `source` = `agent`, `llm`, `api` |
+//! | `somna_api_errors_total` | counter | `code` |
+//! | `somna_http_responses_total` | counter | `class` = `2xx` … `5xx` |
+//! | `somna_sse_clients` | gauge | |
+//! | `somna_events_missed_total` | counter | `consumer` = `metrics`, `sse` |
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use somna_core::record::Trigger;
+use somna_llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Purpose};
+use somna_runtime::{Event, Runtime};
+
+use crate::error::ErrorCode;
+
+/// Upper bounds of the LLM latency histogram's buckets, in seconds (`+Inf` is implied).
+pub const LLM_LATENCY_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+const TRIGGERS: [Trigger; 3] = [Trigger::Sleep, Trigger::Emergency, Trigger::Manual];
+const OUTCOMES: [&str; 3] = ["completed", "skipped", "failed"];
+
+/// The server's metrics. Cheap to clone; clones share the counters.
+///
+/// Create one before the runtime, wrap the LLM client with [`MeteredLlm::wrap`], and hand it to the
+/// server in [`ServerOptions::metrics`](crate::ServerOptions::metrics).
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Compactions by trigger (index in `TRIGGERS`) and outcome (index in `OUTCOMES`).
+    compactions: [[AtomicU64; 3]; 3],
+    tokens_saved: AtomicU64,
+    /// Runtime events by type.
+    events: Mutex<BTreeMap<&'static str, u64>>,
+    /// LLM latency by purpose (index in `Purpose::ALL`).
+    llm: [Histogram; 6],
+    llm_errors_by_purpose: [AtomicU64; 6],
+    llm_errors: Mutex<BTreeMap<&'static str, u64>>,
+    agent_errors: AtomicU64,
+    api_errors: Mutex<BTreeMap<&'static str, u64>>,
+    internal_errors: AtomicU64,
+    /// Responses by status class (index 0 = 1xx … 4 = 5xx).
+    responses: [AtomicU64; 5],
+    sse_clients: AtomicI64,
+    missed_by_metrics: AtomicU64,
+    missed_by_sse: AtomicU64,
+}
+
+/// A latency histogram with the fixed [`LLM_LATENCY_BUCKETS`].
+#[derive(Debug, Default)]
+struct Histogram {
+    /// Non-cumulative counts per bucket; the last one is `+Inf`.
+    buckets: [AtomicU64; LLM_LATENCY_BUCKETS.len() + 1],
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = LLM_LATENCY_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(LLM_LATENCY_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the runtime itself reports, read when `/metrics` is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RuntimeGauges {
+    /// Agents hosted now.
+    pub agents: usize,
+    /// Ticks run so far.
+    pub ticks: u64,
+    /// Median tick lateness.
+    pub tick_p50: Duration,
+    /// 99th-percentile tick lateness.
+    pub tick_p99: Duration,
+    /// Largest tick lateness.
+    pub tick_max: Duration,
+}
+
+impl RuntimeGauges {
+    /// Reads the gauges of `runtime`.
+    pub fn of(runtime: &Runtime) -> Self {
+        let ticks = runtime.tick_stats().summary();
+        RuntimeGauges {
+            agents: runtime.agent_ids().len(),
+            ticks: ticks.ticks,
+            tick_p50: ticks.p50,
+            tick_p99: ticks.p99,
+            tick_max: ticks.max,
+        }
+    }
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
+    *map.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(key)
+        .or_default() += 1;
+}
+
+fn snapshot(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64> {
+    map.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn trigger_index(t: Trigger) -> usize {
+    TRIGGERS.iter().position(|x| *x == t).unwrap_or(0)
+}
+
+fn purpose_index(p: Purpose) -> usize {
+    Purpose::ALL.iter().position(|x| *x == p).unwrap_or(0)
+}
+
+impl Metrics {
+    /// Fresh counters.
+    pub fn new() -> Self {
+        Metrics::default()
+    }
+
+    /// Counts one runtime event (compactions by trigger and outcome, tokens saved, agent errors,
+    /// events by type).
+    pub fn observe_event(&self, event: &Event) {
+        let m = &self.inner;
+        bump(&m.events, event.kind());
+        match event {
+            Event::CompactionCompleted { report, .. } => {
+                m.compactions[trigger_index(report.trigger)][0].fetch_add(1, Ordering::Relaxed);
+                m.tokens_saved.fetch_add(
+                    report.tokens_before.saturating_sub(report.tokens_after),
+                    Ordering::Relaxed,
+                );
+            }
+            Event::CompactionSkipped { trigger, .. } => {
+                m.compactions[trigger_index(*trigger)][1].fetch_add(1, Ordering::Relaxed);
+            }
+            Event::CompactionFailed { trigger, .. } => {
+                m.compactions[trigger_index(*trigger)][2].fetch_add(1, Ordering::Relaxed);
+            }
+            Event::Error { .. } => {
+                m.agent_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Counts events a subscriber missed because it lagged behind.
+    pub(crate) fn missed_events(&self, sse: bool, n: u64) {
+        let counter = if sse {
+            &self.inner.missed_by_sse
+        } else {
+            &self.inner.missed_by_metrics
+        };
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records one LLM call: its latency and, when it failed, the error's kind.
+    pub fn observe_llm(&self, purpose: Purpose, latency: Duration, error: Option<&LlmError>) {
+        let i = purpose_index(purpose);
+        self.inner.llm[i].observe(latency);
+        if let Some(e) = error {
+            self.inner.llm_errors_by_purpose[i].fetch_add(1, Ordering::Relaxed);
+            bump(&self.inner.llm_errors, e.kind());
+        }
+    }
+
+    /// Records one API response: its status class and, for errors, the code.
+    pub fn observe_response(&self, status: u16, code: Option<ErrorCode>) {
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.inner.responses[class].fetch_add(1, Ordering::Relaxed);
+        if let Some(code) = code {
+            bump(&self.inner.api_errors, code.as_str());
+            if code == ErrorCode::Internal {
+                self.inner.internal_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Marks an SSE client connected; the guard marks it gone when dropped.
+    pub(crate) fn sse_client(&self) -> SseClientGuard {
+        self.inner.sse_clients.fetch_add(1, Ordering::Relaxed);
+        SseClientGuard {
+            metrics: self.clone(),
+        }
+    }
+
+    /// Completed compactions of `trigger` so far.
+    pub fn compactions_completed(&self, trigger: Trigger) -> u64 {
+        self.inner.compactions[trigger_index(trigger)][0].load(Ordering::Relaxed)
+    }
+
+    /// LLM calls recorded so far (all purposes).
+    pub fn llm_requests(&self) -> u64 {
+        self.inner
+            .llm
+            .iter()
+            .map(|h| h.count.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Renders every metric in the Prometheus text format.
+    pub fn render(&self, gauges: &RuntimeGauges) -> String {
+        let m = &self.inner;
+        let mut out = String::with_capacity(8 * 1024);
+        let w = &mut out;
+
+        header(w, "somna_agents", "gauge", "Agents hosted by the runtime.");
+        sample(w, "somna_agents", &[], gauges.agents as f64);
+
+        header(w, "somna_ticks_total", "counter", "Agent ticks run.");
+        sample(w, "somna_ticks_total", &[], gauges.ticks as f64);
+
+        header(
+            w,
+            "somna_tick_lateness_seconds",
+            "gauge",
+            "How late ticks fired: median, 99th percentile and maximum (quantile 1).",
+        );
+        for (q, d) in [
+            ("0.5", gauges.tick_p50),
+            ("0.99", gauges.tick_p99),
+            ("1", gauges.tick_max),
+        ] {
+            sample(
+                w,
+                "somna_tick_lateness_seconds",
+                &[("quantile", q)],
+                d.as_secs_f64(),
+            );
+        }
+
+        header(
+            w,
+            "somna_compactions_total",
+            "counter",
+            "Compactions by trigger and outcome.",
+        );
+        for (ti, t) in TRIGGERS.iter().enumerate() {
+            for (oi, o) in OUTCOMES.iter().enumerate() {
+                sample(
+                    w,
+                    "somna_compactions_total",
+                    &[("trigger", t.as_str()), ("outcome", o)],
+                    m.compactions[ti][oi].load(Ordering::Relaxed) as f64,
+                );
+            }
+        }
+
+        header(
+            w,
+            "somna_compaction_tokens_saved_total",
+            "counter",
+            "Prompt tokens saved by completed compactions.",
+        );
+        sample(
+            w,
+            "somna_compaction_tokens_saved_total",
+            &[],
+            m.tokens_saved.load(Ordering::Relaxed) as f64,
+        );
+
+        header(
+            w,
+            "somna_events_total",
+            "counter",
+            "Runtime events by type.",
+        );
+        for (kind, n) in snapshot(&m.events) {
+            sample(w, "somna_events_total", &[("type", kind)], n as f64);
+        }
+
+        header(
+            w,
+            "somna_llm_request_duration_seconds",
+            "histogram",
+            "Latency of LLM requests (waiting for a slot, retries and backoff included), by purpose.",
+        );
+        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
+            let h = &m.llm[pi];
+            let mut cumulative = 0u64;
+            for (bi, bound) in LLM_LATENCY_BUCKETS.iter().enumerate() {
+                cumulative += h.buckets[bi].load(Ordering::Relaxed);
+                sample(
+                    w,
+                    "somna_llm_request_duration_seconds_bucket",
+                    &[("purpose", purpose.as_str()), ("le", &format_float(*bound))],
+                    cumulative as f64,
+                );
+            }
+            cumulative += h.buckets[LLM_LATENCY_BUCKETS.len()].load(Ordering::Relaxed);
+            sample(
+                w,
+                "somna_llm_request_duration_seconds_bucket",
+                &[("purpose", purpose.as_str()), ("le", "+Inf")],
+                cumulative as f64,
+            );
+            sample(
+                w,
+                "somna_llm_request_duration_seconds_sum",
+                &[("purpose", purpose.as_str())],
+                h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            );
+            sample(
+                w,
+                "somna_llm_request_duration_seconds_count",
+                &[("purpose", purpose.as_str())],
+                h.count.load(Ordering::Relaxed) as f64,
+            );
+        }
+
+        header(
+            w,
+            "somna_llm_requests_total",
+            "counter",
+            "LLM requests by purpose and outcome.",
+        );
+        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
+            let total = m.llm[pi].count.load(Ordering::Relaxed);
+            let errors = m.llm_errors_by_purpose[pi].load(Ordering::Relaxed);
+            for (outcome, n) in [("ok", total.saturating_sub(errors)), ("error", errors)] {
+                sample(
+                    w,
+                    "somna_llm_requests_total",
+                    &[("purpose", purpose.as_str()), ("outcome", outcome)],
+                    n as f64,
+                );
+            }
+        }
+
+        header(
+            w,
+            "somna_llm_errors_total",
+            "counter",
+            "Failed LLM requests by error kind.",
+        );
+        let llm_errors = snapshot(&m.llm_errors);
+        for (kind, n) in &llm_errors {
+            sample(w, "somna_llm_errors_total", &[("kind", kind)], *n as f64);
+        }
+
+        header(
+            w,
+            "somna_errors_total",
+            "counter",
+            "Errors: agent steps that failed, failed LLM requests, API requests that failed inside the server.",
+        );
+        sample(
+            w,
+            "somna_errors_total",
+            &[("source", "agent")],
+            m.agent_errors.load(Ordering::Relaxed) as f64,
+        );
+        sample(
+            w,
+            "somna_errors_total",
+            &[("source", "llm")],
+            llm_errors.values().sum::<u64>() as f64,
+        );
+        sample(
+            w,
+            "somna_errors_total",
+            &[("source", "api")],
+            m.internal_errors.load(Ordering::Relaxed) as f64,
+        );
+
+        header(
+            w,
+            "somna_api_errors_total",
+            "counter",
+            "API error responses by error code.",
+        );
+        for (code, n) in snapshot(&m.api_errors) {
+            sample(w, "somna_api_errors_total", &[("code", code)], n as f64);
+        }
+
+        header(
+            w,
+            "somna_http_responses_total",
+            "counter",
+            "API responses by status class.",
+        );
+        for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
+            sample(
+                w,
+                "somna_http_responses_total",
+                &[("class", class)],
+                m.responses[i].load(Ordering::Relaxed) as f64,
+            );
+        }
+
+        header(
+            w,
+            "somna_sse_clients",
+            "gauge",
+            "Clients connected to the event stream.",
+        );
+        sample(
+            w,
+            "somna_sse_clients",
+            &[],
+            m.sse_clients.load(Ordering::Relaxed) as f64,
+        );
+
+        header(
+            w,
+            "somna_events_missed_total",
+            "counter",
+            "Runtime events a lagging subscriber missed.",
+        );
+        sample(
+            w,
+            "somna_events_missed_total",
+            &[("consumer", "metrics")],
+            m.missed_by_metrics.load(Ordering::Relaxed) as f64,
+        );
+        sample(
+            w,
+            "somna_events_missed_total",
+            &[("consumer", "sse")],
+            m.missed_by_sse.load(Ordering::Relaxed) as f64,
+        );
+        out
+    }
+}
+
+/// Keeps the SSE client gauge up while a stream is open.
+#[derive(Debug)]
+pub(crate) struct SseClientGuard {
+    metrics: Metrics,
+}
+
+impl Drop for SseClientGuard {
+    fn drop(&mut self) {
+        self.metrics
+            .inner
+            .sse_clients
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    out.push_str(&format_float(value));
+    out.push('\n');
+}
+
+/// A sample value: integers without a fraction, others in the shortest form that round-trips.
+fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// An [`LlmClient`] decorator that records every call's latency and errors in [`Metrics`].
+#[derive(Debug)]
+pub struct MeteredLlm {
+    inner: Arc<dyn LlmClient>,
+    metrics: Metrics,
+}
+
+impl MeteredLlm {
+    /// Wraps `llm` so that its calls show up in `metrics`. Install it before `Runtime::start`:
+    /// `Runtime::start(config, store, MeteredLlm::wrap(llm, &options.metrics), runtime_options)`.
+    pub fn wrap(llm: Arc<dyn LlmClient>, metrics: &Metrics) -> Arc<dyn LlmClient> {
+        Arc::new(MeteredLlm {
+            inner: llm,
+            metrics: metrics.clone(),
+        })
+    }
+}
+
+impl LlmClient for MeteredLlm {
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, somna_llm::Result<ChatResponse>> {
+        let purpose = request.purpose;
+        Box::pin(async move {
+            let started = Instant::now();
+            let result = self.inner.chat(request).await;
+            self.metrics
+                .observe_llm(purpose, started.elapsed(), result.as_ref().err());
+            result
+        })
+    }
+
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use somna_core::AgentId;
+    use somna_core::record::CompactionMethod;
+    use somna_runtime::CompactionReport;
+
+    use super::*;
+
+    fn agent() -> AgentId {
+        AgentId::new("smith").unwrap()
+    }
+
+    fn report(trigger: Trigger, before: u64, after: u64) -> CompactionReport {
+        CompactionReport {
+            trigger,
+            method: CompactionMethod::Extractive,
+            compacted: 10,
+            preserved: 4,
+            tokens_before: before,
+            tokens_after: after,
+            reduction_pct: 0.0,
+            usage_after: 0.1,
+            summary_seq: Some(0),
+            generation: 1,
+            fallback_reason: None,
+            warning: None,
+        }
+    }
+
+    #[test]
+    fn renders_the_text_format() {
+        let metrics = Metrics::new();
+        metrics.observe_event(&Event::CompactionCompleted {
+            agent: agent(),
+            report: report(Trigger::Manual, 1000, 200),
+        });
+        metrics.observe_event(&Event::CompactionCompleted {
+            agent: agent(),
+            report: report(Trigger::Emergency, 500, 100),
+        });
+        metrics.observe_event(&Event::CompactionFailed {
+            agent: agent(),
+            trigger: Trigger::Sleep,
+            reason: "x".into(),
+        });
+        metrics.observe_event(&Event::Error {
+            agent: agent(),
+            message: "LLM: timeout".into(),
+        });
+        metrics.observe_llm(Purpose::Chat, Duration::from_millis(3), None);
+        metrics.observe_llm(Purpose::Chat, Duration::from_millis(300), None);
+        metrics.observe_llm(
+            Purpose::Summarize,
+            Duration::from_secs(200),
+            Some(&LlmError::EmptyResponse),
+        );
+        metrics.observe_response(200, None);
+        metrics.observe_response(404, Some(ErrorCode::UnknownAgent));
+        metrics.observe_response(500, Some(ErrorCode::Internal));
+        metrics.missed_events(true, 7);
+        let _client = metrics.sse_client();
+        let text = metrics.render(&RuntimeGauges {
+            agents: 3,
+            ticks: 1234,
+            tick_p50: Duration::from_micros(128),
+            tick_p99: Duration::from_micros(4096),
+            tick_max: Duration::from_millis(30),
+        });
+        insta::assert_snapshot!(text);
+        assert_eq!(metrics.compactions_completed(Trigger::Manual), 1);
+        assert_eq!(metrics.llm_requests(), 3);
+    }
+
+    /// A client that fails every other call with a timeout.
+    #[derive(Debug, Default)]
+    struct Flaky {
+        calls: std::sync::atomic::AtomicU32,
+    }
+
+    impl LlmClient for Flaky {
+        fn chat(&self, request: ChatRequest) -> BoxFuture<'_, somna_llm::Result<ChatResponse>> {
+            let n = self.calls.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                if n % 2 == 1 {
+                    return Err(LlmError::Timeout {
+                        after: Duration::from_secs(1),
+                        attempts: 2,
+                    });
+                }
+                Ok(ChatResponse {
+                    text: "ok".into(),
+                    tool_calls: Vec::new(),
+                    usage: None,
+                    latency: Duration::ZERO,
+                    attempts: 1,
+                    model: request.model,
+                })
+            })
+        }
+
+        fn provider(&self) -> &str {
+            "flaky"
+        }
+    }
+
+    #[tokio::test]
+    async fn metered_llm_counts_calls_and_errors() {
+        let metrics = Metrics::new();
+        let llm = MeteredLlm::wrap(Arc::new(Flaky::default()), &metrics);
+        assert_eq!(llm.provider(), "flaky");
+        for purpose in [
+            Purpose::Chat,
+            Purpose::Chat,
+            Purpose::Summarize,
+            Purpose::Score,
+        ] {
+            let request = ChatRequest::new("m", Vec::new()).with_purpose(purpose);
+            let _ = llm.chat(request).await;
+        }
+        assert_eq!(metrics.llm_requests(), 4);
+        let text = metrics.render(&RuntimeGauges::default());
+        for line in [
+            "somna_llm_requests_total{purpose=\"chat\",outcome=\"ok\"} 1\n",
+            "somna_llm_requests_total{purpose=\"chat\",outcome=\"error\"} 1\n",
+            "somna_llm_requests_total{purpose=\"summarize\",outcome=\"ok\"} 1\n",
+            "somna_llm_requests_total{purpose=\"score\",outcome=\"error\"} 1\n",
+            "somna_llm_errors_total{kind=\"timeout\"} 2\n",
+            "somna_errors_total{source=\"llm\"} 2\n",
+            "somna_llm_request_duration_seconds_count{purpose=\"chat\"} 2\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn labels_are_escaped() {
+        let mut out = String::new();
+        sample(&mut out, "m", &[("l", "a\"b\\c\nd")], 0.25);
+        assert_eq!(out, "m{l=\"a\\\"b\\\\c\\nd\"} 0.25\n");
+    }
+}

@@ -1,0 +1,238 @@
+//! The Server-Sent Events stream of runtime events (`GET /v1/events`).
+//!
+//! Wire format: the stream opens with the comment `: connected`; then every event is one
+//! `data: <json>` line and a blank line, the JSON being the runtime's `Stamped` event (`{"at": ms,
+//! "type": "...", ...}`). A `: keep-alive` comment goes out when nothing else did for the keep-alive
+//! period. A subscriber that falls behind the runtime's event buffer gets
+//! `data: {"type":"lagged","missed":N}` and the stream goes on with the newest events; it is never
+//! dropped for lagging. The stream ends when the server shuts down.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use actix_web::web::Bytes;
+use futures::Stream;
+use somna_core::AgentId;
+use somna_runtime::Stamped;
+use tokio::sync::{broadcast, watch};
+
+use crate::metrics::{Metrics, SseClientGuard};
+
+/// Which events a subscriber wants.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct EventFilter {
+    /// Only this agent's events.
+    pub(crate) agent: Option<AgentId>,
+    /// Only events of these types (`agent_replied`, `tool_call_requested`, …); empty means all.
+    pub(crate) types: Vec<String>,
+}
+
+impl EventFilter {
+    fn admits(&self, stamped: &Stamped) -> bool {
+        self.agent
+            .as_ref()
+            .is_none_or(|a| stamped.event.agent() == a)
+            && (self.types.is_empty() || self.types.iter().any(|t| t == stamped.event.kind()))
+    }
+}
+
+/// The first bytes of every stream.
+pub(crate) const CONNECTED: &str = ": connected\n\n";
+/// The keep-alive comment.
+pub(crate) const KEEP_ALIVE: &str = ": keep-alive\n\n";
+
+struct State {
+    rx: broadcast::Receiver<Stamped>,
+    filter: EventFilter,
+    keep_alive: tokio::time::Interval,
+    shutdown: watch::Receiver<bool>,
+    metrics: Metrics,
+    started: bool,
+    _client: SseClientGuard,
+}
+
+/// The SSE body for one subscriber: its events as they come, keep-alives, `lagged` notices; it ends
+/// when `shutdown` turns true (or the runtime's event bus closes).
+pub(crate) fn event_stream(
+    rx: broadcast::Receiver<Stamped>,
+    filter: EventFilter,
+    keep_alive: Duration,
+    shutdown: watch::Receiver<bool>,
+    metrics: Metrics,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + 'static {
+    let period = keep_alive.max(Duration::from_millis(10));
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let state = State {
+        rx,
+        filter,
+        keep_alive: interval,
+        shutdown,
+        _client: metrics.sse_client(),
+        metrics,
+        started: false,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        if !s.started {
+            s.started = true;
+            return Some((Ok(Bytes::from_static(CONNECTED.as_bytes())), s));
+        }
+        if *s.shutdown.borrow() {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                biased;
+                changed = s.shutdown.changed() => {
+                    if changed.is_err() || *s.shutdown.borrow() {
+                        return None;
+                    }
+                }
+                received = s.rx.recv() => match received {
+                    Ok(stamped) => {
+                        if !s.filter.admits(&stamped) {
+                            continue;
+                        }
+                        match serde_json::to_string(&stamped) {
+                            Ok(json) => {
+                                s.keep_alive.reset();
+                                return Some((Ok(Bytes::from(format!("data: {json}\n\n"))), s));
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot serialize an event for SSE");
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        s.metrics.missed_events(true, missed);
+                        s.keep_alive.reset();
+                        let line = format!("data: {{\"type\":\"lagged\",\"missed\":{missed}}}\n\n");
+                        return Some((Ok(Bytes::from(line)), s));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = s.keep_alive.tick() => {
+                    return Some((Ok(Bytes::from_static(KEEP_ALIVE.as_bytes())), s));
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use somna_core::Timestamp;
+    use somna_runtime::Event;
+
+    use super::*;
+
+    fn stamped(agent: &str, text: &str) -> Stamped {
+        Stamped {
+            at: Timestamp(1_000),
+            event: Event::AgentReplied {
+                agent: AgentId::new(agent).unwrap(),
+                seq: 3,
+                text: text.into(),
+            },
+        }
+    }
+
+    async fn next_text<S: Stream<Item = Result<Bytes, Infallible>> + Unpin>(s: &mut S) -> String {
+        let Some(Ok(bytes)) = s.next().await else {
+            return "<end>".into();
+        };
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn filters_lags_and_ends_at_shutdown() {
+        let (tx, rx) = broadcast::channel(16);
+        let (stop, stopped) = watch::channel(false);
+        let metrics = Metrics::new();
+        let filter = EventFilter {
+            agent: Some(AgentId::new("smith").unwrap()),
+            types: vec![],
+        };
+        let mut s = Box::pin(event_stream(
+            rx,
+            filter,
+            Duration::from_secs(3600),
+            stopped,
+            metrics.clone(),
+        ));
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        // 20 events into a buffer of 16: the oldest 4 are lost.
+        for i in 0..20 {
+            tx.send(stamped(
+                if i % 2 == 0 { "smith" } else { "bard" },
+                &format!("r{i}"),
+            ))
+            .unwrap();
+        }
+        assert_eq!(
+            next_text(&mut s).await,
+            "data: {\"type\":\"lagged\",\"missed\":4}\n\n"
+        );
+        // Then the survivors, filtered to smith: r4, r6, ...
+        let first = next_text(&mut s).await;
+        assert_eq!(
+            first,
+            "data: {\"at\":1000,\"type\":\"agent_replied\",\"agent\":\"smith\",\"seq\":3,\"text\":\"r4\"}\n\n"
+        );
+        for i in [6, 8, 10, 12, 14, 16, 18] {
+            assert!(next_text(&mut s).await.contains(&format!("\"r{i}\"")));
+        }
+        stop.send(true).unwrap();
+        assert_eq!(next_text(&mut s).await, "<end>");
+        let rendered = metrics.render(&Default::default());
+        assert!(rendered.contains("somna_events_missed_total{consumer=\"sse\"} 4"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keep_alive_when_idle() {
+        let (_tx, rx) = broadcast::channel::<Stamped>(16);
+        let (_stop, stopped) = watch::channel(false);
+        let mut s = Box::pin(event_stream(
+            rx,
+            EventFilter::default(),
+            Duration::from_secs(15),
+            stopped,
+            Metrics::new(),
+        ));
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        // The paused clock advances by itself to the next timer.
+        assert_eq!(next_text(&mut s).await, KEEP_ALIVE);
+        assert_eq!(next_text(&mut s).await, KEEP_ALIVE);
+    }
+
+    #[tokio::test]
+    async fn type_filter() {
+        let (tx, rx) = broadcast::channel(16);
+        let (_stop, stopped) = watch::channel(false);
+        let filter = EventFilter {
+            agent: None,
+            types: vec!["sleep_started".into()],
+        };
+        let mut s = Box::pin(event_stream(
+            rx,
+            filter,
+            Duration::from_secs(3600),
+            stopped,
+            Metrics::new(),
+        ));
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        tx.send(stamped("smith", "ignored")).unwrap();
+        tx.send(Stamped {
+            at: Timestamp(5),
+            event: Event::SleepStarted {
+                agent: AgentId::new("bard").unwrap(),
+            },
+        })
+        .unwrap();
+        assert_eq!(
+            next_text(&mut s).await,
+            "data: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! The agent lifecycle over HTTP: list, create, status, config (with validation), retire, input;
+//! unknown agents, invalid ids, malformed JSON, wrong shapes, unknown paths and methods.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::{FAST, TestServer};
+
+#[actix_rt::test]
+async fn lifecycle_create_status_configure_retire() {
+    let s = TestServer::start(FAST).await;
+    let list = s.get("/v1/agents").await.expect(200, None);
+    assert_eq!(list["agents"], json!([]));
+
+    let created = s
+        .post(
+            "/v1/agents",
+            r#"{"id": "wren", "config": {"compaction": {"sleep_threshold": 0.6}, "memory": {"working_facts": 2}}}"#,
+        )
+        .await;
+    assert_eq!(created.headers["location"], "/v1/agents/wren");
+    let created = created.expect(201, None);
+    assert_eq!(created["id"], "wren");
+    assert_eq!(created["config"]["compaction"]["sleep_threshold"], 0.6);
+    assert_eq!(created["config"]["memory"]["working_facts"], 2);
+    // A persona from [defaults] and the defaults' tick.
+    assert_eq!(
+        created["config"]["persona"],
+        "You are Wren, the steward of Millbrook."
+    );
+    assert_eq!(created["config"]["tick_every"], "20ms");
+
+    s.post("/v1/agents", r#"{"id": "wren"}"#)
+        .await
+        .expect(409, Some("agent_exists"));
+
+    let status = s.get("/v1/agents/wren").await.expect(200, None);
+    assert_eq!(status["id"], "wren");
+    assert_eq!(status["state"], "idle");
+    assert_eq!(status["history_len"], 0);
+    assert_eq!(status["compaction_count"], 0);
+    assert_eq!(status["last_compaction"], json!(null));
+    assert!(status["usage_pct"].as_f64().unwrap() >= 0.0);
+    assert_eq!(status["max_context_tokens"], 8192);
+
+    // Run-time configuration: merged over earlier changes, validated, persisted in the record.
+    let changed = s
+        .patch(
+            "/v1/agents/wren/config",
+            r#"{"compaction": {"emergency_threshold": 0.9}, "model": "builtin-large"}"#,
+        )
+        .await
+        .expect(200, None);
+    assert_eq!(changed["config"]["compaction"]["emergency_threshold"], 0.9);
+    assert_eq!(changed["config"]["compaction"]["sleep_threshold"], 0.6);
+    assert_eq!(changed["config"]["model"], "builtin-large");
+    let got = s.get("/v1/agents/wren/config").await.expect(200, None);
+    assert_eq!(got, changed);
+    let record = s
+        .runtime
+        .store()
+        .agent(&"wren".parse().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.overrides.compaction.emergency_threshold, Some(0.9));
+    assert_eq!(record.overrides.compaction.sleep_threshold, Some(0.6));
+    assert_eq!(record.overrides.model.as_deref(), Some("builtin-large"));
+
+    s.input(
+        "wren",
+        json!({"type": "observation", "content": "The well froze."}),
+    )
+    .await;
+    let list = s.get("/v1/agents").await.expect(200, None);
+    assert_eq!(list["agents"][0]["id"], "wren");
+    assert!(list["agents"][0]["history_len"].as_u64().unwrap() >= 1);
+    assert_eq!(list["agents"][0]["pending_tools"], 0);
+
+    // Retiring keeps every byte: the history is still readable, the id is not reused.
+    let retired = s.delete("/v1/agents/wren").await.expect(200, None);
+    assert_eq!(retired, json!({"id": "wren", "retired": true}));
+    s.get("/v1/agents/wren")
+        .await
+        .expect(410, Some("agent_retired"));
+    s.delete("/v1/agents/wren")
+        .await
+        .expect(410, Some("agent_retired"));
+    s.post(
+        "/v1/agents/wren/input",
+        r#"{"type": "user", "content": "hi"}"#,
+    )
+    .await
+    .expect(410, Some("agent_retired"));
+    let history = s.get("/v1/agents/wren/history").await.expect(200, None);
+    assert_eq!(
+        history["messages"][0]["content"],
+        "[observation] The well froze."
+    );
+    s.post("/v1/agents", r#"{"id": "wren"}"#)
+        .await
+        .expect(409, Some("agent_exists"));
+    let list = s.get("/v1/agents").await.expect(200, None);
+    assert_eq!(list["agents"], json!([]));
+    assert!(list.get("retired").is_none());
+    let list = s
+        .get("/v1/agents?include_retired=true")
+        .await
+        .expect(200, None);
+    assert_eq!(list["retired"], json!(["wren"]));
+    s.stop().await;
+}
+
+#[actix_rt::test]
+async fn invalid_thresholds_are_422_naming_the_field() {
+    let s = TestServer::start(FAST).await;
+    s.create("wren").await;
+    let a = s
+        .patch(
+            "/v1/agents/wren/config",
+            r#"{"compaction": {"emergency_threshold": 0.5}}"#,
+        )
+        .await;
+    let e = a.expect(422, Some("invalid_config"));
+    assert_eq!(
+        e["error"]["fields"],
+        json!([{
+            "field": "compaction.emergency_threshold",
+            "message": "must be above sleep_threshold (0.7), got 0.5"
+        }])
+    );
+    insta::assert_snapshot!(a.text, @r#"{"error":{"code":"invalid_config","message":"compaction.emergency_threshold: must be above sleep_threshold (0.7), got 0.5","fields":[{"field":"compaction.emergency_threshold","message":"must be above sleep_threshold (0.7), got 0.5"}]}}"#);
+
+    // Several problems at once: each field is named.
+    let e = s
+        .patch(
+            "/v1/agents/wren/config",
+            r#"{"compaction": {"sleep_threshold": 1.5, "preserve_messages": 0}, "memory": {"min_importance": 11}}"#,
+        )
+        .await
+        .expect(422, Some("invalid_config"));
+    let fields: Vec<&str> = e["error"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "compaction.sleep_threshold",
+            "compaction.preserve_messages",
+            "memory.min_importance"
+        ]
+    );
+
+    // Wrong types and unknown keys are config errors too, named by their path.
+    let e = s
+        .patch(
+            "/v1/agents/wren/config",
+            r#"{"compaction": {"sleep_threshold": "high"}}"#,
+        )
+        .await
+        .expect(422, Some("invalid_config"));
+    assert_eq!(
+        e["error"]["fields"][0]["field"],
+        "compaction.sleep_threshold"
+    );
+    let e = s
+        .patch(
+            "/v1/agents/wren/config",
+            r#"{"compaction": {"emergency_treshold": 0.9}}"#,
+        )
+        .await
+        .expect(422, Some("invalid_config"));
+    assert_eq!(
+        e["error"]["fields"][0]["field"],
+        "compaction.emergency_treshold"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `emergency_treshold`")
+    );
+    let e = s
+        .patch("/v1/agents/wren/config", r#"{"tick_every": "soon"}"#)
+        .await
+        .expect(422, Some("invalid_config"));
+    assert_eq!(e["error"]["fields"][0]["field"], "tick_every");
+
+    // Nothing of the refused changes was applied.
+    let config = s.get("/v1/agents/wren/config").await.expect(200, None);
+    assert_eq!(config["config"]["compaction"]["emergency_threshold"], 0.8);
+
+    // On creation the field is named by its path in the body.
+    let e = s
+        .post(
+            "/v1/agents",
+            r#"{"id": "bard", "config": {"compaction": {"emergency_threshold": 0.5}}}"#,
+        )
+        .await
+        .expect(422, Some("invalid_config"));
+    assert_eq!(
+        e["error"]["fields"][0]["field"],
+        "config.compaction.emergency_threshold"
+    );
+    let e = s
+        .post(
+            "/v1/agents",
+            r#"{"id": "bard", "config": {"compaction": {"max_context_tokens": -5}}}"#,
+        )
+        .await
+        .expect(422, Some("invalid_config"));
+    assert_eq!(
+        e["error"]["fields"][0]["field"],
+        "config.compaction.max_context_tokens"
+    );
+    // The refused agent was not created.
+    s.get("/v1/agents/bard")
+        .await
+        .expect(404, Some("unknown_agent"));
+    s.stop().await;
+}
+
+#[actix_rt::test]
+async fn unknown_agents_are_404_on_every_agent_endpoint() {
+    let s = TestServer::start(FAST).await;
+    let calls: [(Method, &str, Option<&str>); 15] = [
+        (Method::GET, "/v1/agents/ghost", None),
+        (Method::DELETE, "/v1/agents/ghost", None),
+        (Method::GET, "/v1/agents/ghost/config", None),
+        (Method::PATCH, "/v1/agents/ghost/config", Some("{}")),
+        (
+            Method::POST,
+            "/v1/agents/ghost/input",
+            Some(r#"{"type":"user","content":"hi"}"#),
+        ),
+        (Method::POST, "/v1/agents/ghost/compact", Some("{}")),
+        (Method::POST, "/v1/agents/ghost/sleep", None),
+        (
+            Method::POST,
+            "/v1/agents/ghost/uncompact",
+            Some(r#"{"summary_seq": 0}"#),
+        ),
+        (Method::GET, "/v1/agents/ghost/history", None),
+        (Method::GET, "/v1/agents/ghost/archive", None),
+        (Method::GET, "/v1/agents/ghost/archive/search?q=x", None),
+        (Method::GET, "/v1/agents/ghost/journal", None),
+        (Method::GET, "/v1/agents/ghost/facts", None),
+        (Method::GET, "/v1/agents/ghost/events", None),
+        (Method::GET, "/v1/agents/ghost/journal?since=1d", None),
+    ];
+    for (method, path, body) in calls {
+        let e = s
+            .call(method.clone(), path, body)
+            .await
+            .expect(404, Some("unknown_agent"));
+        assert_eq!(
+            e["error"]["message"], "no agent with id \"ghost\"",
+            "{method} {path}"
+        );
+    }
+    // Ids that cannot exist are refused as such.
+    for path in [
+        "/v1/agents/bad%20id",
+        "/v1/agents/caf%C3%A9/history",
+        "/v1/agents/a%2Fb/journal",
+    ] {
+        s.get(path).await.expect(400, Some("invalid_agent_id"));
+    }
+    let long = "x".repeat(65);
+    s.get(&format!("/v1/agents/{long}"))
+        .await
+        .expect(400, Some("invalid_agent_id"));
+    s.post("/v1/agents", r#"{"id": "no spaces"}"#)
+        .await
+        .expect(400, Some("invalid_agent_id"));
+    s.stop().await;
+}
+
+#[actix_rt::test]
+async fn malformed_json_and_wrong_shapes() {
+    let s = TestServer::start(FAST).await;
+    s.create("wren").await;
+    let e = s
+        .post("/v1/agents/wren/input", r#"{"type": "user", "content": "#)
+        .await
+        .expect(400, Some("bad_json"));
+    assert_eq!(
+        e["error"]["message"],
+        "invalid JSON: EOF while parsing a value at line 1 column 28"
+    );
+    let e = s
+        .post("/v1/agents/wren/input", "{,}")
+        .await
+        .expect(400, Some("bad_json"));
+    assert_eq!(
+        e["error"]["message"],
+        "invalid JSON: key must be a string at line 1 column 2"
+    );
+    s.post("/v1/agents/wren/input", "")
+        .await
+        .expect(400, Some("bad_json"));
+    s.post(
+        "/v1/agents/wren/input",
+        r#"{"type": "user", "content": "a"} {}"#,
+    )
+    .await
+    .expect(400, Some("bad_json"));
+    s.post("/v1/agents", "\u{feff}{}")
+        .await
+        .expect(400, Some("bad_json"));
+
+    let e = s
+        .post(
+            "/v1/agents/wren/input",
+            r#"{"type": "shout", "content": "x"}"#,
+        )
+        .await
+        .expect(422, Some("invalid_body"));
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown variant `shout`"),
+        "{e}"
+    );
+    let e = s
+        .post("/v1/agents/wren/input", r#"{"type": "user"}"#)
+        .await
+        .expect(422, Some("invalid_body"));
+    assert!(e["error"]["message"].as_str().unwrap().contains("content"));
+    let e = s
+        .post(
+            "/v1/agents/wren/input",
+            r#"{"type": "user", "content": "  "}"#,
+        )
+        .await
+        .expect(422, Some("invalid_input"));
+    assert_eq!(e["error"]["fields"][0]["field"], "content");
+    let e = s
+        .post("/v1/agents/wren/compact", r#"{"force": "yes"}"#)
+        .await
+        .expect(422, Some("invalid_body"));
+    assert_eq!(e["error"]["fields"][0]["field"], "force");
+    s.post("/v1/agents", r#"{"id": "bard", "confg": {}}"#)
+        .await
+        .expect(422, Some("invalid_body"));
+    s.post("/v1/agents/wren/uncompact", r#"{"summary_seq": -1}"#)
+        .await
+        .expect(422, Some("invalid_body"));
+    s.stop().await;
+}
+
+#[actix_rt::test]
+async fn unknown_paths_methods_and_parameters() {
+    let s = TestServer::start(FAST).await;
+    s.create("wren").await;
+    s.get("/v1/nope").await.expect(404, Some("not_found"));
+    s.get("/").await.expect(404, Some("not_found"));
+    s.get("/v1/agents/wren/nope")
+        .await
+        .expect(404, Some("not_found"));
+    let e = s
+        .call(Method::PUT, "/v1/agents", Some("{}"))
+        .await
+        .expect(405, Some("method_not_allowed"));
+    assert_eq!(e["error"]["message"], "/v1/agents does not take PUT");
+    s.post("/v1/agents/wren/history", "{}")
+        .await
+        .expect(405, Some("method_not_allowed"));
+    s.post("/healthz", "{}")
+        .await
+        .expect(405, Some("method_not_allowed"));
+    // Trailing and doubled slashes are normalized.
+    s.get("/v1/agents/").await.expect(200, None);
+    s.get("//v1//agents/wren").await.expect(200, None);
+
+    let e = s
+        .get("/v1/agents/wren/history?limit=abc")
+        .await
+        .expect(400, Some("bad_request"));
+    assert_eq!(e["error"]["fields"][0]["field"], "limit");
+    s.get("/v1/agents/wren/history?limit=0")
+        .await
+        .expect(400, Some("bad_request"));
+    s.get("/v1/agents/wren/history?limit=1001")
+        .await
+        .expect(400, Some("bad_request"));
+    s.get("/v1/agents/wren/history?from_seq=-3")
+        .await
+        .expect(400, Some("bad_request"));
+    let e = s
+        .get("/v1/agents/wren/history?form_seq=3")
+        .await
+        .expect(400, Some("bad_request"));
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown query parameter (expected one of: from_seq, limit)")
+    );
+    s.get("/v1/agents/wren/history?limit=2&limit=3")
+        .await
+        .expect(400, Some("bad_request"));
+    s.get("/v1/agents/wren?verbose=1")
+        .await
+        .expect(400, Some("bad_request"));
+    s.get("/v1/agents?include_retired=maybe")
+        .await
+        .expect(400, Some("bad_request"));
+    s.stop().await;
+}

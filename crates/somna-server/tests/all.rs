@@ -1,0 +1,11 @@
+//! Integration tests of somna-server: one binary, a real runtime behind a real HTTP server on
+//! loopback, driven by a real HTTP client (reqwest).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+mod agents;
+mod fuzz;
+mod python;
+mod reads;
+mod security;
+mod stream;
+mod support;
