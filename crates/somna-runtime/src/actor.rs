@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
 use crate::compactor::CompactionOutcome;
 use crate::stats::TickStats;
+use somna_store::UncompactOutcome;
 
 /// Input for the agent.
 #[derive(Debug, Message)]
@@ -73,7 +74,25 @@ pub const MAX_DEFERRED: usize = 8;
 enum Deferred {
     Sleep(oneshot::Sender<SleepResult>),
     Compact(bool, oneshot::Sender<CompactionOutcome>),
+    Uncompact(u64, oneshot::Sender<UncompactResult>),
 }
+
+/// What an `Uncompact` request came to.
+pub type UncompactResult = Result<UncompactOutcome, UncompactError>;
+
+/// Why an uncompact did not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UncompactError {
+    #[error("the agent is busy (stopping, or too many requests queued)")]
+    Busy,
+    #[error("store: {0}")]
+    Store(String),
+}
+
+/// Undo the compaction whose summary is at this seq. Runs between jobs, never during one.
+#[derive(Debug, Message)]
+#[rtype(result = "UncompactResult")]
+pub struct Uncompact(pub u64);
 
 /// The actor.
 #[derive(Debug)]
@@ -235,19 +254,13 @@ impl AgentActor {
     /// Runs `op` now if the agent is free, else queues it behind the job in flight.
     fn run_or_defer(&mut self, op: Deferred, ctx: &mut Context<Self>) {
         if self.stopping {
-            match op {
-                Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
-                Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
-            }
+            refuse(op);
         } else if !self.in_flight {
             self.start_deferred(op, ctx);
         } else if self.deferred.len() < MAX_DEFERRED {
             self.deferred.push_back(op);
         } else {
-            match op {
-                Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
-                Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
-            }
+            refuse(op);
         }
     }
 
@@ -255,6 +268,15 @@ impl AgentActor {
         match op {
             Deferred::Sleep(tx) => self.start_sleep(tx, ctx),
             Deferred::Compact(force, tx) => self.start_compact(force, tx, ctx),
+            Deferred::Uncompact(seq, tx) => {
+                // A quick store transaction: runs in place, then the queue moves on.
+                let result = self
+                    .agent
+                    .uncompact(seq)
+                    .map_err(|e| UncompactError::Store(e.to_string()));
+                let _ = tx.send(result);
+                self.job_done(ctx);
+            }
         }
     }
 
@@ -265,10 +287,7 @@ impl AgentActor {
                 let _ = w.send(());
             }
             for op in self.deferred.drain(..) {
-                match op {
-                    Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
-                    Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
-                }
+                refuse(op);
             }
             return;
         }
@@ -316,6 +335,24 @@ impl Handler<Compact> for AgentActor {
         let (tx, rx) = oneshot::channel();
         self.run_or_defer(Deferred::Compact(msg.force, tx), ctx);
         Box::pin(async move { rx.await.unwrap_or(CompactionOutcome::Busy) })
+    }
+}
+
+impl Handler<Uncompact> for AgentActor {
+    type Result = ResponseFuture<UncompactResult>;
+    fn handle(&mut self, msg: Uncompact, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.run_or_defer(Deferred::Uncompact(msg.0, tx), ctx);
+        Box::pin(async move { rx.await.unwrap_or(Err(UncompactError::Busy)) })
+    }
+}
+
+/// Answers a request that cannot run.
+fn refuse(op: Deferred) {
+    match op {
+        Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
+        Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
+        Deferred::Uncompact(_, tx) => drop(tx.send(Err(UncompactError::Busy))),
     }
 }
 

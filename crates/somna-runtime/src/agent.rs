@@ -15,7 +15,7 @@ use somna_core::record::Trigger;
 use somna_core::tokens::{Calibration, TokenCounter};
 use somna_core::{AgentId, Fact, JournalEntry, JournalQuery, SourceType, Timestamp, ToolCall};
 use somna_llm::{ChatMessage, ChatRequest, LlmClient, Purpose, builtin};
-use somna_store::{Store, StoreError};
+use somna_store::{Store, StoreError, UncompactOutcome};
 
 use crate::clock::Clock;
 use crate::compactor::{CompactRequest, CompactionOutcome, Compactor};
@@ -521,6 +521,28 @@ the history to change",
         self.persona_tokens = u64::from(self.counter.count_text(&config.persona));
         self.config = config.clone();
         Ok(config)
+    }
+
+    /// Undoes the compaction whose summary is at `summary_seq` (see `Compactor::uncompact`).
+    pub fn uncompact(&mut self, summary_seq: u64) -> Result<UncompactOutcome, StoreError> {
+        let now = self.deps.clock.now();
+        let outcome = self
+            .deps
+            .compactor
+            .uncompact(&self.id, summary_seq, now)
+            .map_err(|crate::compactor::CompactError::Store(e)| e)?;
+        if let UncompactOutcome::Restored { restored } = outcome {
+            self.stuck_at = None;
+            self.deps.events.emit(
+                now,
+                Event::Uncompacted {
+                    agent: self.id.clone(),
+                    summary_seq,
+                    restored,
+                },
+            );
+        }
+        Ok(outcome)
     }
 
     /// The agent's status.

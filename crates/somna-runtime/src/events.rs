@@ -38,6 +38,12 @@ pub enum Event {
         agent: AgentId,
         usage: f64,
     },
+    /// A compaction was undone: the originals are back in place of the summary.
+    Uncompacted {
+        agent: AgentId,
+        summary_seq: u64,
+        restored: u32,
+    },
     SleepStarted {
         agent: AgentId,
     },
@@ -89,6 +95,7 @@ impl Event {
             | Event::CompactionSkipped { agent, .. }
             | Event::CompactionFailed { agent, .. }
             | Event::EmergencyTriggered { agent, .. }
+            | Event::Uncompacted { agent, .. }
             | Event::SleepStarted { agent }
             | Event::ConsolidationCompleted { agent, .. }
             | Event::SleepCompleted { agent }
@@ -108,6 +115,7 @@ impl Event {
             Event::CompactionSkipped { .. } => "compaction_skipped",
             Event::CompactionFailed { .. } => "compaction_failed",
             Event::EmergencyTriggered { .. } => "emergency_triggered",
+            Event::Uncompacted { .. } => "uncompacted",
             Event::SleepStarted { .. } => "sleep_started",
             Event::ConsolidationCompleted { .. } => "consolidation_completed",
             Event::SleepCompleted { .. } => "sleep_completed",

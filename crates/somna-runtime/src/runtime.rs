@@ -345,6 +345,19 @@ impl Runtime {
             .map_err(|_| RuntimeError::Mailbox(id.clone()))
     }
 
+    /// Undoes the compaction whose summary is at `summary_seq`, between the agent's jobs (never
+    /// during a compaction); emits an `uncompacted` event.
+    pub async fn uncompact(
+        &self,
+        id: &AgentId,
+        summary_seq: u64,
+    ) -> Result<std::result::Result<somna_store::UncompactOutcome, actor::UncompactError>> {
+        self.addr(id)?
+            .send(actor::Uncompact(summary_seq))
+            .await
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+    }
+
     /// Changes an agent's config at run time; persisted, so it survives a restart.
     pub async fn configure(&self, id: &AgentId, changes: AgentOverrides) -> Result<AgentConfig> {
         self.addr(id)?

@@ -613,3 +613,34 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
     assert!(replied < slept_at, "{order:?}");
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+#[actix::test]
+async fn uncompact_through_the_runtime_restores_and_says_so() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    fill(&store, &smith, 30, Timestamp(0));
+    let before = store.history(&smith).unwrap();
+    let cfg = config(&[("smith", 8192, "")]);
+    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let mut rx = runtime.subscribe();
+    let outcome = runtime.compact(&smith, true).await.unwrap();
+    let report = outcome.report().expect("compacted").clone();
+    let seq = report.summary_seq.unwrap();
+    let n = report.compacted;
+    let undone = runtime.uncompact(&smith, seq).await.unwrap().unwrap();
+    assert_eq!(
+        undone,
+        somna_store::UncompactOutcome::Restored { restored: n }
+    );
+    assert_eq!(store.history(&smith).unwrap(), before);
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::Uncompacted { .. })
+    })
+    .await;
+    assert!(
+        matches!(events.last(), Some(Event::Uncompacted { summary_seq: 0, restored, .. }) if *restored == n)
+    );
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -86,6 +86,7 @@ impl DefaultsSection {
             tool_timeout: self.tool_timeout,
             compaction: self.compaction.clone(),
             memory: self.memory.clone(),
+            tools: None,
         }
     }
 }
@@ -154,6 +155,7 @@ impl AgentEntry {
             tool_timeout: self.tool_timeout,
             compaction: self.compaction.clone(),
             memory: self.memory.clone(),
+            tools: None,
         }
     }
 }

@@ -236,7 +236,9 @@ impl AgentOverrides {
             tool_timeout,
             compaction,
             memory,
+            tools,
         } = other;
+        lay(&mut self.tools, tools);
         lay(&mut self.persona, persona);
         lay(&mut self.model, model);
         lay(&mut self.tick_every, tick_every);
@@ -264,8 +266,10 @@ impl AgentOverrides {
             tool_timeout,
             compaction,
             memory,
+            tools,
         } = self;
         let top = [
+            ("tools", tools.is_some()),
             ("persona", persona.is_some()),
             ("model", model.is_some()),
             ("tick_every", tick_every.is_some()),

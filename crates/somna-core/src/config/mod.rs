@@ -317,6 +317,10 @@ pub struct AgentOverrides {
     pub compaction: CompactionOverrides,
     /// Memory changes.
     pub memory: MemoryOverrides,
+    /// Host-defined tools, replacing the agent's list (set at run time through the API; in
+    /// runtime.toml, tools are declared with `[[defaults.tools]]` and `[[agents.tools]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolSpec>>,
 }
 
 /// Which LLM provider serves the agents.

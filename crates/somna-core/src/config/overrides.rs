@@ -347,7 +347,40 @@ impl super::AgentOverrides {
 
 #[cfg(test)]
 mod from_pairs_tests {
-    use super::super::AgentOverrides;
+    use super::super::{AgentConfig, AgentOverrides, ToolSpec};
+    use crate::AgentId;
+
+    #[test]
+    fn run_time_tools_replace_the_list_and_are_checked() {
+        let base = AgentConfig::with_builtin_defaults(AgentId::new("smith").unwrap());
+        let tool = |name: &str| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: r#"{"type":"object"}"#.into(),
+        };
+        let changed = base
+            .with_overrides(&AgentOverrides {
+                tools: Some(vec![tool("give_item")]),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(changed.tools, vec![tool("give_item")]);
+        let err = base
+            .with_overrides(&AgentOverrides {
+                tools: Some(vec![tool("recall")]),
+                ..Default::default()
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("tools[0]"), "{err}");
+        // A change that does not name tools keeps them.
+        let kept = changed
+            .with_overrides(&AgentOverrides {
+                model: Some("gpt-4o".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(kept.tools, changed.tools);
+    }
 
     #[test]
     fn parses_pairs_and_names_bad_keys() {

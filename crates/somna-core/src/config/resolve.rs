@@ -111,7 +111,7 @@ impl AgentDefaults {
             tool_timeout: layer.tool_timeout.unwrap_or(self.tool_timeout),
             compaction: layer.compaction.apply(&self.compaction),
             memory: layer.memory.apply(&self.memory),
-            tools: self.tools.clone(),
+            tools: layer.tools.clone().unwrap_or_else(|| self.tools.clone()),
         }
     }
 
@@ -189,11 +189,18 @@ impl AgentConfig {
         let set = overrides.set_fields();
         let mut report = Reporter::new(&set, false);
         check_agent(&values, &mut report);
-        let errors = report
+        let mut errors: Vec<ConfigError> = report
             .into_findings()
             .into_iter()
             .map(|f| ConfigError::new("", f.field, f.message))
             .collect();
+        if overrides.tools.is_some() {
+            errors.extend(
+                check_tools(&values.tools)
+                    .into_iter()
+                    .map(|f| ConfigError::new("", f.field, f.message)),
+            );
+        }
         ConfigErrors(errors).into_result(values.agent(self.id.clone()))
     }
 }

@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, web};
 use serde::{Deserialize, Serialize};
 use somna_core::config::{AgentConfig, AgentOverrides};
 use somna_core::{AgentId, Timestamp};
-use somna_runtime::actor::SleepResult;
+use somna_runtime::actor::{SleepResult, UncompactError};
 use somna_runtime::agent::ConfigureError;
 use somna_runtime::{AgentState, AgentStatus, CompactionOutcome, Inbound, RuntimeError};
 use somna_store::UncompactOutcome;
@@ -321,21 +321,27 @@ pub(crate) async fn uncompact(state: State, req: HttpRequest, payload: web::Payl
     let bytes = read_body(&req, payload, state.body).await?;
     let body: UncompactBody = parse_json(&bytes, BodyKind::Plain, None)?;
     let record = known_agent(&state, &id)?;
-    if !record.retired {
-        match state.runtime.status(&id).await {
-            Ok(s) if matches!(s.state, AgentState::Compacting | AgentState::Sleeping) => {
-                return Err(busy(&id, "it is compacting or sleeping"));
+    let outcome = if record.retired {
+        // Not hosted: nothing else writes to it.
+        let now = state.runtime.clock().now();
+        state
+            .runtime
+            .store()
+            .uncompact(&id, body.summary_seq, now)?
+    } else {
+        // Hosted: the agent runs it between its jobs, never during a compaction.
+        match state.runtime.uncompact(&id, body.summary_seq).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(UncompactError::Busy)) => {
+                return Err(busy(&id, "it is stopping or has too many requests queued"));
             }
-            Ok(_) | Err(RuntimeError::UnknownAgent(_)) => {}
+            Ok(Err(UncompactError::Store(message))) => {
+                return Err(ApiError::new(ErrorCode::Internal, message));
+            }
             Err(e) => return Err(runtime_error(&state, &id, e)),
         }
-    }
-    let now = state.runtime.clock().now();
-    match state
-        .runtime
-        .store()
-        .uncompact(&id, body.summary_seq, now)?
-    {
+    };
+    match outcome {
         UncompactOutcome::Restored { restored } => json(
             StatusCode::OK,
             &Restored {
