@@ -1,5 +1,6 @@
 //! Command-line definition.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -26,9 +27,13 @@ pub struct Cli {
     /// Override a config key, e.g. `--set llm.provider=openai` (repeatable).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text (with --server: the server's answer).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Operate on a running server (`somna run --serve`) at this URL instead of a local database,
+    /// e.g. `http://127.0.0.1:7878`. The bearer token comes from SOMNA_API_TOKEN.
+    #[arg(long, global = true, env = "SOMNA_SERVER", value_name = "URL")]
+    pub server: Option<String>,
     /// More logging (-v info, -vv debug); `SOMNA_LOG` takes a tracing filter.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -50,6 +55,10 @@ pub enum Command {
         /// Print only sleeps, compactions and warnings, not every message.
         #[arg(long, short)]
         quiet: bool,
+        /// Serve the HTTP API next to the runtime, on ADDR (default: SOMNA_API_BIND, else
+        /// 127.0.0.1:7878; port 0 picks a free port). The token comes from SOMNA_API_TOKEN.
+        #[arg(long, value_name = "ADDR")]
+        serve: Option<Option<SocketAddr>>,
     },
     /// Validate a config file: exit 0 when valid, 2 with every error listed.
     CheckConfig {
@@ -101,6 +110,17 @@ pub enum Command {
 /// Agent operations that work on a local database (or, with `--server`, a running one).
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
+    /// Create an agent from the config's defaults with run-time changes, e.g.
+    /// `persona="You are Brannoc." compaction.sleep_threshold=0.6` (persisted).
+    Create {
+        agent: String,
+        #[arg(value_name = "KEY=VALUE")]
+        changes: Vec<String>,
+    },
+    /// Retire an agent: it is no longer hosted and its id cannot be reused; nothing is deleted
+    /// (its history, archive, journal and facts stay readable).
+    #[command(visible_alias = "retire")]
+    Delete { agent: String },
     /// Usage, counts, state and config of an agent.
     Status { agent: String },
     /// Send input: a user message (or, with --observation, a world event).

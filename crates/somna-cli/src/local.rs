@@ -16,11 +16,12 @@ use somna_core::record::EventRecord;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
 use somna_llm::LlmClient;
-use somna_runtime::agent::{Agent, AgentDeps, Inbound};
+use somna_runtime::agent::{Agent, AgentDeps, ConfigureError, Inbound};
 use somna_runtime::prompt::{self, WorkingContext};
 use somna_runtime::{Clock, Compactor, EventBus};
 use somna_store::Store;
 
+use crate::Invalid;
 use crate::output::Out;
 
 /// An opened local database with its config.
@@ -68,6 +69,54 @@ impl Local {
         Agent::load(base, deps).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
+    /// Refuses commands to a retired agent (its data stays readable).
+    fn require_hosted(&self, id: &AgentId) -> Result<()> {
+        if self.store.agent(id)?.is_some_and(|r| r.retired) {
+            bail!("agent \"{id}\" was retired; its history, archive and journal can still be read");
+        }
+        Ok(())
+    }
+
+    /// Creates the agent's record with run-time `changes` over the config (validated first).
+    pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+        let overrides = parse_overrides(changes)?;
+        if let Some(record) = self.store.agent(id)? {
+            if record.retired {
+                bail!("agent \"{id}\" was retired; its id cannot be reused");
+            }
+            bail!("agent \"{id}\" already exists (change it with `somna configure`)");
+        }
+        let config = self
+            .config
+            .agent_config(id, &overrides)
+            .map_err(|e| Invalid(format!("invalid config for agent {id}:\n{e}")))?;
+        self.store.create_agent(id, now())?;
+        self.store.set_overrides(id, overrides)?;
+        self.store.flush()?;
+        if self.out.is_json() {
+            self.out
+                .value(&serde_json::json!({ "id": id, "config": config }));
+        } else {
+            self.out.created(&config);
+        }
+        Ok(())
+    }
+
+    /// Retires the agent: `somna run` no longer hosts it; nothing is deleted.
+    pub fn delete(&self, id: &AgentId) -> Result<()> {
+        self.agent_config(id)?;
+        self.require_hosted(id)?;
+        self.store.retire(id)?;
+        self.store.flush()?;
+        if self.out.is_json() {
+            self.out
+                .value(&serde_json::json!({ "id": id, "retired": true }));
+        } else {
+            println!("{}", crate::remote::retired_line(id));
+        }
+        Ok(())
+    }
+
     pub fn status(&self, id: &AgentId) -> Result<()> {
         self.agent_config(id)?;
         let status = self.agent(id)?.status()?;
@@ -76,6 +125,7 @@ impl Local {
     }
 
     pub fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+        self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         agent.inbound(input)?;
         self.out
@@ -84,6 +134,7 @@ impl Local {
     }
 
     pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+        self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.compact(force).context("the agent is busy")?;
         let out = run_async(job.run())?;
@@ -95,6 +146,7 @@ impl Local {
     }
 
     pub fn sleep(&self, id: &AgentId) -> Result<()> {
+        self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.sleep().context("the agent is busy")?;
         let out = run_async(job.run())?;
@@ -117,10 +169,12 @@ impl Local {
 
     pub fn configure(&self, id: &AgentId, pairs: &[String]) -> Result<()> {
         let changes = parse_overrides(pairs)?;
+        self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
-        let config = agent
-            .configure(changes)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let config = agent.configure(changes).map_err(|e| match e {
+            ConfigureError::Invalid(errors) => anyhow::Error::new(Invalid(errors.to_string())),
+            e => anyhow::anyhow!("{e}"),
+        })?;
         self.out.value(&config);
         Ok(())
     }
@@ -305,9 +359,9 @@ impl Local {
     }
 }
 
-/// `compaction.sleep_threshold=0.6 model=gpt-4o` → overrides.
+/// `compaction.sleep_threshold=0.6 model=gpt-4o` → overrides (an [`Invalid`] error naming the key).
 pub fn parse_overrides(pairs: &[String]) -> Result<AgentOverrides> {
-    AgentOverrides::from_pairs(pairs).map_err(|e| anyhow::anyhow!("{e}"))
+    AgentOverrides::from_pairs(pairs).map_err(|e| Invalid(e.to_string()).into())
 }
 
 fn now() -> Timestamp {

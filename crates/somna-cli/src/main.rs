@@ -1,41 +1,78 @@
 //! The `somna` command: thin glue. It parses arguments, loads runtime.toml, and calls the library
-//! crates; every operation it offers is a library function.
+//! crates; every operation it offers is a library function. With `--server URL` the agent commands
+//! go to a running server's HTTP API instead (`remote`); `somna run --serve` runs that server.
+//!
+//! Exit codes: 0 success, 1 failure, 2 invalid arguments or configuration (locally, or input the
+//! server refused as invalid: `bad_request`, `invalid_config`, …).
 
 mod cli;
 mod local;
 mod output;
+mod remote;
 mod run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_core::{AgentId, JournalQuery, Timestamp};
 use somna_store::{Store, StoreOptions};
 
 use cli::{AgentCommand, Cli, Command};
 use output::Out;
+use remote::{ApiFailure, JournalFilters, Remote};
 
 /// Exit code for invalid configuration or arguments.
 const EXIT_INVALID: u8 = 2;
 
+/// An error that exits with [`EXIT_INVALID`]: invalid arguments or configuration.
+#[derive(Debug)]
+pub struct Invalid(pub String);
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
 fn main() -> ExitCode {
     // `somna history x | head` should end quietly, not panic on a closed pipe.
     sigpipe::reset();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `--server` on the command line, rather than SOMNA_SERVER from the environment.
+    let server_explicit = matches.value_source("server") == Some(ValueSource::CommandLine);
     init_tracing(cli.verbose);
-    match run(cli) {
+    let json = cli.json;
+    match run(cli, server_explicit) {
         Ok(code) => code,
-        Err(e) => {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("error: {e:#}");
-            }
-            ExitCode::FAILURE
-        }
+        Err(e) => report(&e, json),
     }
+}
+
+/// Prints an error and picks the exit code: 2 for invalid input (local or refused by the server),
+/// else 1. With `--json`, a server's error answer is printed on standard output too.
+#[allow(clippy::print_stderr, clippy::print_stdout)]
+fn report(e: &anyhow::Error, json: bool) -> ExitCode {
+    eprintln!("error: {e:#}");
+    if let Some(failure) = e.downcast_ref::<ApiFailure>() {
+        if json && let Ok(body) = serde_json::to_string_pretty(&failure.body) {
+            println!("{body}");
+        }
+        return ExitCode::from(failure.exit_code());
+    }
+    if e.downcast_ref::<Invalid>().is_some() {
+        return ExitCode::from(EXIT_INVALID);
+    }
+    ExitCode::FAILURE
 }
 
 fn init_tracing(verbose: u8) {
@@ -52,14 +89,42 @@ fn init_tracing(verbose: u8) {
         .init();
 }
 
-fn run(cli: Cli) -> Result<ExitCode> {
+fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
     let out = Out::new(cli.json);
+    if let Some(url) = cli.server.as_deref() {
+        match local_only(&cli.command) {
+            None => {
+                let token = std::env::var(somna_server::TOKEN_ENV).ok();
+                remote_op(&Remote::new(url, token, out)?, &cli.command)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(name) if server_explicit => return Err(local_only_error(name).into()),
+            Some(name) => {
+                tracing::debug!(
+                    "`somna {name}` works on a local database only; SOMNA_SERVER is ignored"
+                );
+            }
+        }
+    }
     match &cli.command {
         Command::Run {
             scenario,
             for_real,
             quiet,
+            serve,
         } => {
+            // Read and check the server's options before anything starts.
+            let serve = serve
+                .map(|addr| -> Result<somna_server::ServerOptions> {
+                    let mut options = somna_server::ServerOptions::from_env()
+                        .map_err(|e| Invalid(e.to_string()))?;
+                    if let Some(addr) = addr {
+                        options.bind = addr;
+                    }
+                    options.validate().map_err(|e| Invalid(e.to_string()))?;
+                    Ok(options)
+                })
+                .transpose()?;
             let scenario = scenario
                 .as_deref()
                 .map(|p| -> Result<somna_runtime::scenario::Scenario> {
@@ -102,6 +167,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 for_real: *for_real,
                 quiet: *quiet,
                 store_path: &path,
+                serve,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -110,7 +176,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             check_config(&path, &cli.set, &out)
         }
         Command::Agent(op) => {
-            let (config, store) = open_or_create(&cli, matches!(op, AgentCommand::Import { .. }))?;
+            let create = matches!(
+                op,
+                AgentCommand::Import { .. } | AgentCommand::Create { .. }
+            );
+            let (config, store) = open_or_create(&cli, create)?;
             let local = local::Local { config, store, out };
             agent_op(&local, op)?;
             Ok(ExitCode::SUCCESS)
@@ -165,20 +235,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .as_deref()
                     .map(str::parse)
                     .transpose()
-                    .map_err(anyhow::Error::msg)
-                    .context("--source")?,
+                    .map_err(|e| Invalid(format!("--source: {e}")))?,
                 tags: tag.clone(),
                 min_importance: *min_importance,
                 since: since
                     .as_deref()
                     .map(|s| cli::parse_time(s, now))
                     .transpose()
-                    .context("--since")?,
+                    .map_err(|e| Invalid(format!("--since: {e}")))?,
                 until: until
                     .as_deref()
                     .map(|s| cli::parse_time(s, now))
                     .transpose()
-                    .context("--until")?,
+                    .map_err(|e| Invalid(format!("--until: {e}")))?,
                 before_id: None,
                 limit: *limit,
             };
@@ -188,9 +257,97 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The name of a command that works on a local database only (no `--server` form), or `None`.
+fn local_only(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Run { .. } => "run",
+        Command::CheckConfig { .. } => "check-config",
+        Command::Stats => "stats",
+        Command::Check => "check",
+        Command::Agent(AgentCommand::Prompt { .. }) => "prompt",
+        Command::Agent(AgentCommand::Import { .. }) => "import",
+        Command::Agent(AgentCommand::Export { .. }) => "export",
+        _ => return None,
+    })
+}
+
+fn local_only_error(name: &str) -> Invalid {
+    Invalid(format!(
+        "`somna {name}` works on a local database only and has no --server form (drop --server; \
+a database a server holds open can be used locally once the server stops)"
+    ))
+}
+
+/// Runs a command against a server.
+fn remote_op(remote: &Remote, command: &Command) -> Result<()> {
+    match command {
+        Command::Agents => remote.agents(),
+        Command::History {
+            agent,
+            limit,
+            archive,
+        } => remote.history(&agent_id(agent)?, *limit, *archive),
+        Command::Journal {
+            agent,
+            source,
+            tag,
+            since,
+            until,
+            min_importance,
+            limit,
+        } => remote.journal(
+            &agent_id(agent)?,
+            &JournalFilters {
+                source: source.clone(),
+                tags: tag.clone(),
+                since: since.clone(),
+                until: until.clone(),
+                min_importance: *min_importance,
+                limit: *limit,
+            },
+        ),
+        Command::Agent(op) => match op {
+            AgentCommand::Create { agent, changes } => remote.create(&agent_id(agent)?, changes),
+            AgentCommand::Delete { agent } => remote.delete(&agent_id(agent)?),
+            AgentCommand::Status { agent } => remote.status(&agent_id(agent)?),
+            AgentCommand::Send {
+                agent,
+                text,
+                from,
+                observation,
+            } => remote.send(
+                &agent_id(agent)?,
+                &local::user_input(text.clone(), from.clone(), *observation),
+            ),
+            AgentCommand::Compact { agent, force } => remote.compact(&agent_id(agent)?, *force),
+            AgentCommand::Sleep { agent } => remote.sleep(&agent_id(agent)?),
+            AgentCommand::Uncompact { agent, seq } => remote.uncompact(&agent_id(agent)?, *seq),
+            AgentCommand::Configure { agent, changes } => {
+                remote.configure(&agent_id(agent)?, changes)
+            }
+            AgentCommand::Search {
+                agent,
+                query,
+                limit,
+            } => remote.search(&agent_id(agent)?, query, *limit),
+            AgentCommand::Facts { agent } => remote.facts(&agent_id(agent)?),
+            AgentCommand::Events { agent, limit } => remote.events(&agent_id(agent)?, *limit),
+            AgentCommand::Prompt { .. } => Err(local_only_error("prompt").into()),
+            AgentCommand::Import { .. } => Err(local_only_error("import").into()),
+            AgentCommand::Export { .. } => Err(local_only_error("export").into()),
+        },
+        Command::Run { .. } => Err(local_only_error("run").into()),
+        Command::CheckConfig { .. } => Err(local_only_error("check-config").into()),
+        Command::Stats => Err(local_only_error("stats").into()),
+        Command::Check => Err(local_only_error("check").into()),
+    }
+}
+
 /// Runs one agent operation on the local database.
 fn agent_op(local: &local::Local, op: &AgentCommand) -> Result<()> {
     match op {
+        AgentCommand::Create { agent, changes } => local.create(&agent_id(agent)?, changes),
+        AgentCommand::Delete { agent } => local.delete(&agent_id(agent)?),
         AgentCommand::Status { agent } => local.status(&agent_id(agent)?),
         AgentCommand::Send {
             agent,
@@ -327,7 +484,7 @@ fn store_path(config: &Path, path: &Path) -> PathBuf {
 }
 
 fn agent_id(s: &str) -> Result<AgentId> {
-    AgentId::new(s).map_err(|e| anyhow::anyhow!("{e}"))
+    AgentId::new(s).map_err(|e| Invalid(e.to_string()).into())
 }
 
 fn require_agent(store: &Store, id: &AgentId) -> Result<()> {

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use somna_core::config::{AgentConfig, ConfigErrors, ResolvedConfig};
-use somna_core::{AgentRecord, JournalEntry, Message, MessageKind};
-use somna_runtime::AgentStatus;
+use somna_core::{AgentId, AgentRecord, JournalEntry, Message, MessageKind, Timestamp};
 use somna_runtime::prompt::{Prompt, WorkingContext};
+use somna_runtime::{AgentState, AgentStatus};
 
 /// Where results go: text for people, JSON for scripts.
 #[derive(Debug, Clone, Copy)]
@@ -53,8 +53,16 @@ impl Out {
             self.print_json(s);
             return;
         }
+        match serde_json::to_value(s).and_then(serde_json::from_value::<StatusView>) {
+            Ok(view) => self.status_text(&view),
+            Err(e) => eprintln!("error: cannot render the status: {e}"),
+        }
+    }
+
+    /// The text form of an agent's status (local or from a server).
+    pub fn status_text(&self, s: &StatusView) {
         println!("agent        {}", s.id);
-        println!("state        {:?}", s.state);
+        println!("state        {}", s.state.as_str());
         println!(
             "usage        {:.1}% ({} of {} tokens; sleep at {:.0}%, emergency at {:.0}%)",
             s.usage * 100.0,
@@ -83,6 +91,56 @@ impl Out {
                 p.name, p.call_id, p.deadline
             );
         }
+    }
+
+    /// The agents a server hosts (`GET /v1/agents?include_retired=true`).
+    pub fn hosted_agents(&self, list: &AgentListView) {
+        if list.agents.is_empty() {
+            println!("no agents hosted");
+        } else {
+            println!(
+                "{:<16} {:<17} {:>6} {:>8} {:>8} {:>11}  last compaction",
+                "agent", "state", "usage", "history", "archive", "compactions"
+            );
+        }
+        for a in &list.agents {
+            println!(
+                "{:<16} {:<17} {:>5.1}% {:>8} {:>8} {:>11}  {}{}",
+                a.id.as_str(),
+                a.state.as_str(),
+                a.usage * 100.0,
+                a.history_len,
+                a.archive_len,
+                a.compaction_count,
+                a.last_compaction
+                    .map_or_else(|| "never".to_string(), |t| t.to_string()),
+                match (a.needs_reply, a.pending_tools) {
+                    (_, n) if n > 0 => format!(" (waiting on {n} tool call(s))"),
+                    (true, _) => " (a reply is owed)".to_string(),
+                    _ => String::new(),
+                }
+            );
+        }
+        if !list.unavailable.is_empty() {
+            println!("not answering: {}", join_ids(&list.unavailable));
+        }
+        if !list.retired.is_empty() {
+            println!("retired: {}", join_ids(&list.retired));
+        }
+    }
+
+    /// A created agent: one line with the resolved config's main values.
+    pub fn created(&self, config: &AgentConfig) {
+        let c = &config.compaction;
+        println!(
+            "created {}: model {}, tick every {}, window {} tokens, sleep at {:.0}%, emergency at {:.0}%",
+            config.id,
+            config.model,
+            humantime::format_duration(config.tick_every),
+            c.max_context_tokens,
+            c.sleep_threshold * 100.0,
+            c.emergency_threshold * 100.0
+        );
     }
 
     /// The dry-run prompt: each message with its token count, then the totals.
@@ -269,6 +327,80 @@ impl Out {
             for line in e.content.lines() {
                 println!("       {line}");
             }
+        }
+    }
+}
+
+fn join_ids(ids: &[AgentId]) -> String {
+    ids.iter()
+        .map(AgentId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An agent's status as the text form needs it: read from [`AgentStatus`] (local) or from the
+/// server's `GET /v1/agents/{id}` answer.
+#[derive(Debug, Deserialize)]
+pub struct StatusView {
+    pub id: AgentId,
+    pub state: AgentState,
+    pub usage: f64,
+    pub prompt_tokens: u64,
+    pub max_context_tokens: u32,
+    pub history_len: u64,
+    pub archive_len: u64,
+    pub compaction_count: u32,
+    pub last_compaction: Option<Timestamp>,
+    pub needs_reply: bool,
+    pub pending_tools: Vec<PendingView>,
+    pub config: AgentConfig,
+}
+
+/// A host tool call an agent waits on.
+#[derive(Debug, Deserialize)]
+pub struct PendingView {
+    pub call_id: String,
+    pub name: String,
+    pub deadline: Timestamp,
+}
+
+/// The server's agent list.
+#[derive(Debug, Deserialize)]
+pub struct AgentListView {
+    pub agents: Vec<AgentSummaryView>,
+    #[serde(default)]
+    pub unavailable: Vec<AgentId>,
+    #[serde(default)]
+    pub retired: Vec<AgentId>,
+}
+
+/// One hosted agent in the server's list.
+#[derive(Debug, Deserialize)]
+pub struct AgentSummaryView {
+    pub id: AgentId,
+    pub state: AgentState,
+    pub usage: f64,
+    pub history_len: u64,
+    pub archive_len: u64,
+    pub compaction_count: u32,
+    pub last_compaction: Option<Timestamp>,
+    pub needs_reply: bool,
+    pub pending_tools: usize,
+}
+
+/// The name of a state as the API spells it.
+trait StateName {
+    fn as_str(&self) -> &'static str;
+}
+
+impl StateName for AgentState {
+    fn as_str(&self) -> &'static str {
+        match self {
+            AgentState::Idle => "idle",
+            AgentState::Stepping => "stepping",
+            AgentState::Compacting => "compacting",
+            AgentState::Sleeping => "sleeping",
+            AgentState::WaitingForTools => "waiting_for_tools",
         }
     }
 }

@@ -1,5 +1,7 @@
 //! `somna run`: the main job. Hosts runtime.toml's agents; with `--scenario`, plays a scripted
-//! timeline in accelerated time, prints one line per event and a closing table.
+//! timeline in accelerated time, prints one line per event and a closing table. With `--serve`,
+//! the HTTP API (somna-server) runs next to the runtime in the same actix System until the run
+//! ends (ctrl-c, `--for`, or the scenario's end); then the runtime shuts down gracefully.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,8 +17,9 @@ use somna_core::record::{EventRecord, Trigger};
 use somna_core::{JournalQuery, Timestamp};
 use somna_runtime::scenario::{self, EventKind, Scenario};
 use somna_runtime::{AgentState, Clock, Event, Runtime, RuntimeOptions, Stamped};
+use somna_server::{MeteredLlm, Server, ServerOptions};
 use somna_store::Store;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
 
 /// How long to wait for agents to settle after a scenario ends.
 const SETTLE: Duration = Duration::from_secs(15);
@@ -31,6 +34,8 @@ pub struct RunArgs<'a> {
     pub for_real: Option<Duration>,
     pub quiet: bool,
     pub store_path: &'a Path,
+    /// Serve the HTTP API with these options (already validated).
+    pub serve: Option<ServerOptions>,
 }
 
 /// Runs the main job inside an actix System.
@@ -42,7 +47,13 @@ pub fn run(args: RunArgs<'_>) -> Result<()> {
     system.block_on(main_job(args, llm))
 }
 
-async fn main_job(args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
+async fn main_job(mut args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
+    let serve = args.serve.take();
+    // The API's /metrics show LLM latencies and errors when the client is wrapped before the start.
+    let llm = match &serve {
+        Some(options) => MeteredLlm::wrap(llm, &options.metrics),
+        None => llm,
+    };
     let clock = match &args.scenario {
         Some(s) => Clock::starting_at(s.start_time(), s.speed),
         None => Clock::real(),
@@ -67,6 +78,34 @@ async fn main_job(args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Resu
         args.store_path.display(),
         runtime.llm().provider()
     );
+    let (stop_api, api_stopped) = oneshot::channel::<()>();
+    let api = match serve {
+        Some(options) => {
+            let token = options.token.is_some();
+            let server = match Server::bind(runtime.clone(), options) {
+                Ok(server) => server,
+                Err(e) => {
+                    runtime
+                        .shutdown(somna_runtime::runtime::DEFAULT_GRACE)
+                        .await?;
+                    return Err(anyhow::Error::new(e).context("cannot start the API server"));
+                }
+            };
+            println!(
+                "somna: API on http://{} ({})",
+                server.local_addr(),
+                if token {
+                    "bearer token required"
+                } else {
+                    "no token"
+                }
+            );
+            Some(actix::spawn(server.run(async move {
+                let _ = api_stopped.await;
+            })))
+        }
+        None => None,
+    };
 
     let bar = progress_bar(args.scenario.as_ref(), args.quiet);
     let printer = {
@@ -122,21 +161,35 @@ async fn main_job(args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Resu
             }
         }
         None => {
-            let limit = args.for_real;
-            let stop = async {
-                match limit {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => {
-                        let _ = tokio::signal::ctrl_c().await;
-                    }
+            let ctrl_c = async {
+                // Without a handler, ctrl-c keeps its default effect (the process ends).
+                if tokio::signal::ctrl_c().await.is_err() {
+                    std::future::pending::<()>().await;
                 }
             };
-            stop.await;
+            match args.for_real {
+                Some(d) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(d) => {}
+                        () = ctrl_c => {}
+                    }
+                }
+                None => ctrl_c.await,
+            }
         }
     }
 
     ticker.abort();
     bar.finish_and_clear();
+    if let Some(api) = api {
+        // Stop serving before the runtime stops: requests in flight finish, streams end.
+        let _ = stop_api.send(());
+        match api.await {
+            Ok(Ok(())) => println!("somna: API server stopped"),
+            Ok(Err(e)) => eprintln!("warning: the API server failed: {e}"),
+            Err(e) => eprintln!("warning: the API server task ended abnormally: {e}"),
+        }
+    }
     let ids = runtime.agent_ids();
     runtime
         .shutdown(somna_runtime::runtime::DEFAULT_GRACE)

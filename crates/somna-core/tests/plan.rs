@@ -362,7 +362,7 @@ fn old_tool_outputs_masked_for_the_summarizer() {
             head none (0 msgs, 0 tok)
             body #0..#8 (9 msgs, 690 tok) gen=1
             tail #9..#12 (4 msgs, 200 tok)
-            summarizer 599 tok in 1 chunk(s) [#0..#8] masked [#2]"#]],
+            summarizer 600 tok in 1 chunk(s) [#0..#8] masked [#2]"#]],
     );
 }
 
@@ -377,7 +377,7 @@ fn one_message_larger_than_the_window() {
             head none (0 msgs, 0 tok)
             body #0..#2 (3 msgs, 2100 tok) gen=1
             tail #3..#6 (4 msgs, 200 tok)
-            summarizer 157 tok in 1 chunk(s) [#0..#2] masked [#1]"#]],
+            summarizer 161 tok in 1 chunk(s) [#0..#2] masked [#1]"#]],
     );
 }
 

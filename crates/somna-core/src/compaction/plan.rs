@@ -240,7 +240,7 @@ impl Plan {
             .clone()
             .map(|i| {
                 if self.masked_for_summary.contains(&i) {
-                    mask_placeholder(&history[i], &names, counter)
+                    mask_placeholder(&history[i], &names, &placeholder_counter(counter))
                 } else {
                     history[i].clone()
                 }
@@ -340,6 +340,17 @@ impl PlanOutcome {
     }
 }
 
+/// How placeholders are counted while planning: an upper estimate is enough (the summarizer never
+/// reads a placeholder's count, and the layout only needs chunks that fit), and the heuristic errs
+/// high while costing far less than an exact BPE count of every old tool output.
+fn placeholder_counter(counter: &TokenCounter) -> TokenCounter {
+    if counter.is_exact() {
+        TokenCounter::heuristic()
+    } else {
+        *counter
+    }
+}
+
 fn sum_tokens(messages: &[Message]) -> u64 {
     messages.iter().map(|m| u64::from(m.tokens)).sum()
 }
@@ -386,7 +397,7 @@ fn summarizer_layout(
             && i < age_limit
             && !is_exempt(m, &names, cfg);
         if old_tool_output || cost > budget {
-            let placeholder = mask_placeholder(m, &names, counter);
+            let placeholder = mask_placeholder(m, &names, &placeholder_counter(counter));
             if placeholder.tokens < m.tokens {
                 masked.push(i);
                 cost = framed(placeholder.tokens);

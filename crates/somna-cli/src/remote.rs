@@ -1,0 +1,554 @@
+//! Operations on a running server (`--server URL`): each command is one request to the HTTP API
+//! (docs/api.md), or a few for paged reads. Answers are rendered like the local commands' text, or
+//! printed as the server's JSON with `--json` (pages merged into one answer). An error answer
+//! becomes an [`ApiFailure`]: `error: <code>: <message>`, exit 2 for invalid input, else 1.
+
+#![allow(clippy::print_stdout)]
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use somna_core::config::AgentConfig;
+use somna_core::{AgentId, JournalEntry, Message};
+use somna_runtime::agent::Inbound;
+
+use crate::Invalid;
+use crate::output::{AgentListView, Out, StatusView};
+
+/// The largest page the API serves (history, archive, journal).
+const PAGE: usize = 1000;
+/// How long to wait for the server to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The journal filters of `somna journal`, passed through to the API as they were typed.
+#[derive(Debug, Default)]
+pub struct JournalFilters {
+    pub source: Option<String>,
+    pub tags: Vec<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub min_importance: Option<u8>,
+    /// At most this many entries (all when `None`).
+    pub limit: Option<usize>,
+}
+
+/// An error answer of the API: `{"error": {"code", "message", "fields"?}}`.
+#[derive(Debug)]
+pub struct ApiFailure {
+    /// The HTTP status.
+    pub status: u16,
+    /// The stable error code (`unknown_agent`, `invalid_config`, …).
+    pub code: String,
+    pub message: String,
+    /// `(field, message)` for every value at fault.
+    pub fields: Vec<(String, String)>,
+    /// The answer as the server sent it (printed with `--json`).
+    pub body: Value,
+}
+
+impl ApiFailure {
+    /// Reads an error answer; a body that is not the API's error shape (a proxy's page) becomes
+    /// an `http_<status>` failure carrying the start of the text.
+    pub fn from_answer(status: u16, bytes: &[u8]) -> ApiFailure {
+        let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        let error = &body["error"];
+        match (error["code"].as_str(), error["message"].as_str()) {
+            (Some(code), Some(message)) => ApiFailure {
+                status,
+                code: code.to_string(),
+                message: message.to_string(),
+                fields: error["fields"]
+                    .as_array()
+                    .map(|fields| {
+                        fields
+                            .iter()
+                            .map(|f| {
+                                (
+                                    f["field"].as_str().unwrap_or_default().to_string(),
+                                    f["message"].as_str().unwrap_or_default().to_string(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                body,
+            },
+            _ => {
+                let text = String::from_utf8_lossy(bytes);
+                let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let message = if text.is_empty() {
+                    "the server answered with no error body".to_string()
+                } else {
+                    text.chars().take(200).collect()
+                };
+                ApiFailure {
+                    status,
+                    code: format!("http_{status}"),
+                    message: message.clone(),
+                    fields: Vec::new(),
+                    body: json!({ "error": { "code": format!("http_{status}"), "message": message } }),
+                }
+            }
+        }
+    }
+
+    /// 2 for input the server refused as invalid (like a local invalid argument), else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self.code.as_str() {
+            "bad_request" | "bad_json" | "invalid_body" | "invalid_config" | "invalid_agent_id"
+            | "invalid_input" => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if self.status == 401 {
+            write!(
+                f,
+                " (set {} to the server's token)",
+                somna_server::TOKEN_ENV
+            )?;
+        }
+        for (field, message) in &self.fields {
+            // A single field is usually the message itself; list only what it does not say.
+            if !(self.message.contains(field.as_str()) && self.message.contains(message.as_str())) {
+                write!(f, "\n  {field}: {message}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+/// A client of one server.
+#[derive(Debug)]
+pub struct Remote {
+    /// The base URL without a trailing slash (`http://127.0.0.1:7878`).
+    base: String,
+    token: Option<String>,
+    client: reqwest::Client,
+    rt: tokio::runtime::Runtime,
+    out: Out,
+}
+
+impl Remote {
+    /// A client of the server at `url` (`http://host:port`, or `host:port`), sending `token` as a
+    /// bearer token when given.
+    pub fn new(url: &str, token: Option<String>, out: Out) -> Result<Remote> {
+        let with_scheme = if url.contains("://") {
+            url.to_string()
+        } else {
+            format!("http://{url}")
+        };
+        let parsed = reqwest::Url::parse(&with_scheme)
+            .map_err(|e| Invalid(format!("--server {url:?} is not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(Invalid(format!(
+                "--server {url:?} is not an http(s) URL with a host (like http://127.0.0.1:7878)"
+            ))
+            .into());
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(Invalid(format!("--server {url:?} must not have a query")).into());
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .context("cannot build the HTTP client")?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Remote {
+            base: parsed.as_str().trim_end_matches('/').to_string(),
+            token: token.filter(|t| !t.trim().is_empty()),
+            client,
+            rt,
+            out,
+        })
+    }
+
+    /// One request; the answer's JSON (`null` for an empty body), or an [`ApiFailure`].
+    fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.client.request(method, &url).query(query);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let (status, bytes) = self
+            .rt
+            .block_on(async {
+                let response = request.send().await?;
+                let status = response.status();
+                Ok::<_, reqwest::Error>((status, response.bytes().await?))
+            })
+            .with_context(|| format!("cannot reach the server at {}", self.base))?;
+        if !status.is_success() {
+            return Err(ApiFailure::from_answer(status.as_u16(), &bytes).into());
+        }
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("{url} answered {status} with a body that is not JSON"))
+    }
+
+    fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
+        self.call(Method::GET, path, query, None)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(Method::POST, path, &[], Some(body))
+    }
+
+    /// Prints `value` as it came (`--json`), else its text form by `text`.
+    fn print<T: DeserializeOwned>(&self, value: &Value, text: impl FnOnce(T)) -> Result<()> {
+        if self.out.is_json() {
+            self.out.value(value);
+        } else {
+            let typed = serde_json::from_value(value.clone())
+                .context("the server's answer has an unexpected shape")?;
+            text(typed);
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents?include_retired=true`.
+    pub fn agents(&self) -> Result<()> {
+        let list = self.get("/v1/agents", &[("include_retired", "true".into())])?;
+        self.print(&list, |l: AgentListView| self.out.hosted_agents(&l))
+    }
+
+    /// `POST /v1/agents` with the run-time changes.
+    pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+        let overrides = crate::local::parse_overrides(changes)?;
+        let body = json!({ "id": id, "config": compact_json(serde_json::to_value(&overrides)?) });
+        let answer = self.post("/v1/agents", &body)?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            let config: AgentConfig = serde_json::from_value(answer["config"].clone())
+                .context("the server's answer has an unexpected shape")?;
+            self.out.created(&config);
+        }
+        Ok(())
+    }
+
+    /// `DELETE /v1/agents/{id}`.
+    pub fn delete(&self, id: &AgentId) -> Result<()> {
+        let answer = self.call(Method::DELETE, &agent_path(id, "")?, &[], None)?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            println!("{}", retired_line(id));
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents/{id}`.
+    pub fn status(&self, id: &AgentId) -> Result<()> {
+        let status = self.get(&agent_path(id, "")?, &[])?;
+        self.print(&status, |s: StatusView| self.out.status_text(&s))
+    }
+
+    /// `POST /v1/agents/{id}/input`.
+    pub fn send(&self, id: &AgentId, input: &Inbound) -> Result<()> {
+        let answer = self.post(&agent_path(id, "/input")?, &serde_json::to_value(input)?)?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            println!("accepted; the agent acts on it at its next tick");
+        }
+        Ok(())
+    }
+
+    /// `POST /v1/agents/{id}/compact`: the outcome, as JSON.
+    pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+        let outcome = self.post(&agent_path(id, "/compact")?, &json!({ "force": force }))?;
+        self.out.value(&outcome);
+        Ok(())
+    }
+
+    /// `POST /v1/agents/{id}/sleep`: the outcome, as JSON.
+    pub fn sleep(&self, id: &AgentId) -> Result<()> {
+        let outcome = self.call(Method::POST, &agent_path(id, "/sleep")?, &[], None)?;
+        self.out.value(&outcome);
+        Ok(())
+    }
+
+    /// `POST /v1/agents/{id}/uncompact`: the outcome, as JSON.
+    pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
+        let outcome = self.post(
+            &agent_path(id, "/uncompact")?,
+            &json!({ "summary_seq": seq }),
+        )?;
+        self.out.value(&outcome);
+        Ok(())
+    }
+
+    /// `PATCH /v1/agents/{id}/config`: the new config, as JSON.
+    pub fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+        let overrides = crate::local::parse_overrides(changes)?;
+        let answer = self.call(
+            Method::PATCH,
+            &agent_path(id, "/config")?,
+            &[],
+            Some(&compact_json(serde_json::to_value(&overrides)?)),
+        )?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            self.out.value(&answer["config"]);
+        }
+        Ok(())
+    }
+
+    /// Every page of `GET /v1/agents/{id}/history` (or `/archive`); the last `limit` messages.
+    pub fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
+        let path = agent_path(id, if archive { "/archive" } else { "/history" })?;
+        let mut messages: Vec<Value> = Vec::new();
+        let mut from = 0u64;
+        loop {
+            let mut page = self.get(
+                &path,
+                &[("from_seq", from.to_string()), ("limit", PAGE.to_string())],
+            )?;
+            if let Value::Array(list) = page["messages"].take() {
+                messages.extend(list);
+            }
+            match page["next_from_seq"].as_u64() {
+                Some(next) if next > from => from = next,
+                _ => break,
+            }
+        }
+        if let Some(n) = limit {
+            messages.drain(..messages.len().saturating_sub(n));
+        }
+        if self.out.is_json() {
+            self.out
+                .value(&json!({ "messages": messages, "next_from_seq": null }));
+        } else {
+            let typed: Vec<Message> = serde_json::from_value(Value::Array(messages))
+                .context("the server's messages have an unexpected shape")?;
+            self.out.messages(&typed);
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents/{id}/journal`, page after page until `limit` entries (or the last page).
+    pub fn journal(&self, id: &AgentId, filters: &JournalFilters) -> Result<()> {
+        let path = agent_path(id, "/journal")?;
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(s) = &filters.source {
+            query.push(("source_type", s.clone()));
+        }
+        for t in &filters.tags {
+            query.push(("tag", t.clone()));
+        }
+        if let Some(s) = &filters.since {
+            query.push(("since", s.clone()));
+        }
+        if let Some(u) = &filters.until {
+            query.push(("until", u.clone()));
+        }
+        if let Some(m) = filters.min_importance {
+            query.push(("min_importance", m.to_string()));
+        }
+        let mut entries: Vec<Value> = Vec::new();
+        let mut cursor: Option<u64> = None;
+        loop {
+            let want = filters
+                .limit
+                .map_or(PAGE, |n| n.saturating_sub(entries.len()).min(PAGE));
+            if want == 0 {
+                break;
+            }
+            let mut q = query.clone();
+            q.push(("limit", want.to_string()));
+            if let Some(c) = cursor {
+                q.push(("cursor", c.to_string()));
+            }
+            let mut page = self.get(&path, &q)?;
+            if let Value::Array(list) = page["entries"].take() {
+                entries.extend(list);
+            }
+            cursor = page["next_cursor"].as_u64();
+            if cursor.is_none() {
+                break;
+            }
+        }
+        if self.out.is_json() {
+            self.out
+                .value(&json!({ "entries": entries, "next_cursor": cursor }));
+        } else {
+            let typed: Vec<JournalEntry> = serde_json::from_value(Value::Array(entries))
+                .context("the server's journal entries have an unexpected shape")?;
+            self.out.journal(&typed);
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents/{id}/archive/search`.
+    pub fn search(&self, id: &AgentId, query: &str, limit: usize) -> Result<()> {
+        let answer = self.get(
+            &agent_path(id, "/archive/search")?,
+            &[("q", query.to_string()), ("limit", limit.to_string())],
+        )?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            let hits: Vec<Message> = serde_json::from_value(answer["hits"].clone())
+                .context("the server's hits have an unexpected shape")?;
+            self.out.messages(&hits);
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents/{id}/facts`: the facts (text) or the answer (`--json`).
+    pub fn facts(&self, id: &AgentId) -> Result<()> {
+        let answer = self.get(&agent_path(id, "/facts")?, &[])?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            self.out.value(&answer["facts"]);
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/agents/{id}/events`: the event records (text) or the answer (`--json`).
+    pub fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
+        let answer = self.get(&agent_path(id, "/events")?, &[("limit", limit.to_string())])?;
+        if self.out.is_json() {
+            self.out.value(&answer);
+        } else {
+            let events: Vec<Value> = answer["events"]
+                .as_array()
+                .map(|list| list.iter().map(|e| e["event"].clone()).collect())
+                .unwrap_or_default();
+            self.out.value(&events);
+        }
+        Ok(())
+    }
+}
+
+/// `/v1/agents/{id}{rest}`. Ids are `[A-Za-z0-9_.-]`, so they need no escaping; `.` and `..` alone
+/// would be read as path segments, so they cannot be addressed over HTTP.
+fn agent_path(id: &AgentId, rest: &str) -> Result<String> {
+    if matches!(id.as_str(), "." | "..") {
+        return Err(Invalid(format!(
+            "agent id {:?} cannot be addressed over HTTP (use a local database)",
+            id.as_str()
+        ))
+        .into());
+    }
+    Ok(format!("/v1/agents/{id}{rest}"))
+}
+
+/// The line that confirms a retirement.
+pub fn retired_line(id: &AgentId) -> String {
+    format!("retired {id}: no longer hosted; its history, archive, journal and facts stay readable")
+}
+
+/// `value` without `null`s and empty objects: the keys a change really sets.
+fn compact_json(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, compact_json(v)))
+                .filter(|(_, v)| match v {
+                    Value::Null => false,
+                    Value::Object(m) => !m.is_empty(),
+                    _ => true,
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_answers_become_failures_with_exit_codes() {
+        let body = br#"{"error": {"code": "invalid_config",
+            "message": "compaction.emergency_threshold: must be above sleep_threshold (0.6), got 0.5",
+            "fields": [{"field": "compaction.emergency_threshold",
+                        "message": "must be above sleep_threshold (0.6), got 0.5"},
+                       {"field": "compaction.sleep_threshold", "message": "must be at most 1, got 2"}]}}"#;
+        let f = ApiFailure::from_answer(422, body);
+        assert_eq!(f.code, "invalid_config");
+        assert_eq!(f.exit_code(), 2);
+        assert_eq!(f.fields.len(), 2);
+        // The first field is the message itself; the second is listed below it.
+        assert_eq!(
+            f.to_string(),
+            "invalid_config: compaction.emergency_threshold: must be above sleep_threshold (0.6), got 0.5\n  compaction.sleep_threshold: must be at most 1, got 2"
+        );
+
+        let f = ApiFailure::from_answer(
+            404,
+            br#"{"error": {"code": "unknown_agent", "message": "no agent with id \"ghost\""}}"#,
+        );
+        assert_eq!(f.exit_code(), 1);
+        assert_eq!(f.to_string(), "unknown_agent: no agent with id \"ghost\"");
+
+        let f = ApiFailure::from_answer(502, b"<html>\n  Bad   gateway</html>");
+        assert_eq!(f.code, "http_502");
+        assert_eq!(f.exit_code(), 1);
+        assert_eq!(f.to_string(), "http_502: <html> Bad gateway</html>");
+        assert_eq!(f.body["error"]["code"], "http_502");
+    }
+
+    #[test]
+    fn server_urls_are_checked_and_normalized() {
+        let out = Out::new(false);
+        let r = Remote::new("http://127.0.0.1:7878/", None, out).unwrap();
+        assert_eq!(r.base, "http://127.0.0.1:7878");
+        let r = Remote::new("localhost:9000", Some(" ".into()), out).unwrap();
+        assert_eq!(r.base, "http://localhost:9000");
+        assert_eq!(r.token, None);
+        let r = Remote::new("https://example.invalid/somna/", None, out).unwrap();
+        assert_eq!(r.base, "https://example.invalid/somna");
+        for bad in ["ftp://host", "http://", "http://h:1/?x=1"] {
+            let e = Remote::new(bad, None, out).unwrap_err();
+            assert!(e.downcast_ref::<Invalid>().is_some(), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn changes_are_sent_without_unset_keys() {
+        let overrides = crate::local::parse_overrides(&[
+            "compaction.sleep_threshold=0.6".into(),
+            "persona=You are Brannoc.".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            compact_json(serde_json::to_value(&overrides).unwrap()),
+            json!({"persona": "You are Brannoc.", "compaction": {"sleep_threshold": 0.6}})
+        );
+        let dots = AgentId::new("..").unwrap();
+        assert!(agent_path(&dots, "").is_err());
+        assert_eq!(
+            agent_path(&AgentId::new("smith").unwrap(), "/input").unwrap(),
+            "/v1/agents/smith/input"
+        );
+    }
+}

@@ -1,0 +1,450 @@
+//! `somna run --serve` and `somna --server URL …` end to end: a real server in a child process
+//! (offline builtin model, fast ticks), driven by the CLI the way a script would, stopped with
+//! ctrl-c (SIGINT), then its database checked with the local commands.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const TOKEN: &str = "cli-test-token";
+
+const CONFIG: &str = r#"
+[store]
+path = "db"
+flush_every = "100ms"
+[defaults]
+persona = "You are Brenna, the village smith."
+tick_every = "100ms"
+[defaults.compaction]
+max_context_tokens = 2000
+preserve_messages = 4
+preserve_ratio = 0.0
+summary_max_tokens = 500
+sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 80, artifacts = 60 }
+"#;
+
+/// The `somna` command in `dir` with a clean environment (and `token` as SOMNA_API_TOKEN).
+fn command(dir: &Path, token: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
+    c.current_dir(dir);
+    for var in [
+        "SOMNA_CONFIG",
+        "SOMNA_DB",
+        "SOMNA_SERVER",
+        "SOMNA_API_BIND",
+        "SOMNA_API_TOKEN",
+        "SOMNA_LOG",
+    ] {
+        c.env_remove(var);
+    }
+    if let Some(t) = token {
+        c.env("SOMNA_API_TOKEN", t);
+    }
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The server in a child process; killed if a test fails before stopping it.
+struct Served {
+    child: Child,
+    url: String,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    /// Starts `somna run --serve 127.0.0.1:0` and reads the address it prints.
+    fn start(dir: &Path) -> Served {
+        let mut child = command(dir, Some(TOKEN))
+            .args(["run", "--serve", "127.0.0.1:0", "--for", "60s", "--quiet"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let lines = Arc::clone(&stdout);
+            let out = child.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    let _ = tx.send(line.clone());
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        let url = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("somna run --serve printed no address");
+            if let Some(rest) = line.strip_prefix("somna: API on ") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        Served { child, url, stdout }
+    }
+
+    /// Stops the server as ctrl-c does and waits for the run to end; its exit status and output.
+    fn stop(mut self) -> (bool, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "somna run did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // The reader thread sees the end of the pipe once the process is gone.
+        std::thread::sleep(Duration::from_millis(200));
+        let out = self.stdout.lock().unwrap().join("\n");
+        (status.success(), out)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `GET /healthz` with a plain socket: the status line and body.
+fn healthz(url: &str) -> String {
+    let addr = url.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let served = Served::start(dir);
+    let url = served.url.clone();
+    let health = healthz(&url);
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.contains(r#""status":"ok""#), "{health}");
+
+    let somna = |args: &[&str]| -> Output {
+        command(dir, Some(TOKEN))
+            .arg("--server")
+            .arg(&url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let json = |args: &[&str]| -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let o = somna(&all);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+
+    // Create: text names the resolved config; a second create is refused with its code.
+    let o = somna(&[
+        "create",
+        "smith",
+        "persona=You are Brannoc, the blacksmith of Millbrook.",
+        "compaction.sleep_threshold=0.65",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).starts_with(
+            "created smith: model builtin, tick every 100ms, window 2000 tokens, sleep at 65%"
+        ),
+        "{}",
+        text(&o)
+    );
+    let o = somna(&["create", "smith"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("error: agent_exists: "), "{}", text(&o));
+    let v = json(&["create", "wren"]);
+    assert_eq!(v["id"], "wren");
+    assert_eq!(v["config"]["persona"], "You are Brenna, the village smith.");
+
+    // A conversation: each message gets its reply before the next is sent.
+    for i in 0..6 {
+        let said = format!("Message {i}: I need a new horseshoe for my mare, she threw one.");
+        let o = somna(&["send", "smith", &said, "--from", "Aldric"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).starts_with("accepted"), "{}", text(&o));
+        let mut answered = false;
+        for _ in 0..200 {
+            let s = json(&["status", "smith"]);
+            if !s["needs_reply"].as_bool().unwrap() && s["state"] == "idle" {
+                answered = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(answered, "smith never answered message {i}");
+    }
+    let o = somna(&["send", "wren", "Snow falls on the forge.", "--observation"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Status: the text form, and the server's JSON.
+    let o = somna(&["status", "smith"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("agent        smith\nstate        idle\n"), "{t}");
+    assert!(t.contains("sleep at 65%, emergency at 80%"), "{t}");
+    let s = json(&["status", "smith"]);
+    assert_eq!(s["history_len"], 12, "{s}");
+    assert_eq!(s["compaction_count"], 0);
+
+    // History, paged by the client: the text form shows speakers; -n keeps the last ones.
+    let o = somna(&["history", "smith"]);
+    let t = text(&o);
+    assert!(t.contains("user (Aldric)"), "{t}");
+    assert!(t.contains("Message 5: I need a new horseshoe"), "{t}");
+    let h = json(&["history", "smith", "-n", "3"]);
+    let messages = h["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[2]["seq"], 11);
+    assert_eq!(messages[2]["role"], "assistant");
+
+    // A forced compaction, then its synthesis entry through journal filters passed through.
+    let outcome = json(&["compact", "smith", "--force"]);
+    assert_eq!(outcome["outcome"], "done", "{outcome}");
+    assert_eq!(outcome["trigger"], "manual");
+    assert_eq!(outcome["preserved"], 4);
+    assert_eq!(outcome["compacted"], 8);
+    let summary_seq = outcome["summary_seq"].as_u64().unwrap();
+    let j = json(&[
+        "journal",
+        "smith",
+        "--source",
+        "compaction",
+        "--since",
+        "1d",
+    ]);
+    let entries = j["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{j}");
+    assert_eq!(entries[0]["source_type"], "compaction");
+    assert_eq!(entries[0]["covers"], serde_json::json!([0, 7]));
+    assert!(
+        entries[0]["tags"]
+            .as_array()
+            .unwrap()
+            .contains(&"synthesis".into())
+    );
+    assert_eq!(j["next_cursor"], Value::Null);
+    let o = somna(&["journal", "smith", "--since", "yesterday"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("error: bad_request: since: "),
+        "{}",
+        text(&o)
+    );
+    let o = somna(&["history", "smith"]);
+    assert!(
+        text(&o).contains("[summary gen 1 of #0..#7, 8 msgs]"),
+        "{}",
+        text(&o)
+    );
+    let archive = json(&["history", "smith", "--archive"]);
+    assert_eq!(archive["messages"].as_array().unwrap().len(), 8);
+    let hits = json(&["search", "smith", "horseshoe", "-n", "2"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 2, "{hits}");
+    let events = json(&["events", "smith"]);
+    assert_eq!(events["events"][0]["event"]["type"], "compaction");
+    assert_eq!(events["events"][0]["event"]["summary_seq"], summary_seq);
+    let facts = json(&["facts", "smith"]);
+    assert!(facts["facts"].is_array(), "{facts}");
+
+    // A config change that does not validate: exit 2, the field named (text and JSON).
+    let o = somna(&["configure", "smith", "compaction.emergency_threshold=0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("error: invalid_config: compaction.emergency_threshold: must be above sleep_threshold (0.65), got 0.5"),
+        "{err}"
+    );
+    let o = somna(&[
+        "configure",
+        "smith",
+        "compaction.emergency_threshold=0.5",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "invalid_config");
+    assert_eq!(
+        v["error"]["fields"][0]["field"],
+        "compaction.emergency_threshold"
+    );
+    let v = json(&["configure", "smith", "compaction.emergency_threshold=0.9"]);
+    assert_eq!(v["config"]["compaction"]["emergency_threshold"], 0.9);
+    assert_eq!(v["config"]["compaction"]["sleep_threshold"], 0.65);
+
+    // Undo the compaction, then sleep (nothing to compact below the threshold).
+    let v = json(&["uncompact", "smith", &summary_seq.to_string()]);
+    assert_eq!(v["outcome"], "restored");
+    assert_eq!(v["restored"], 8);
+    let o = somna(&["uncompact", "smith", &summary_seq.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("error: unknown_summary: "),
+        "{}",
+        text(&o)
+    );
+    let v = json(&["sleep", "smith"]);
+    assert_eq!(v["outcome"], "slept", "{v}");
+
+    // Errors: unknown agent (1), wrong or missing token (1, 401), local-only commands (2).
+    let o = somna(&["status", "ghost"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("error: unknown_agent: no agent with id \"ghost\""),
+        "{}",
+        text(&o)
+    );
+    for token in [Some("wrong-token"), None] {
+        let o = command(dir, token)
+            .args(["--server", &url, "agents"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("error: unauthorized: "), "{}", text(&o));
+    }
+    for args in [
+        &["check"][..],
+        &["stats"],
+        &["prompt", "smith", "--input", "hi"],
+        &["export", "smith"],
+    ] {
+        let o = somna(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("works on a local database only"),
+            "{}",
+            text(&o)
+        );
+    }
+    let o = somna(&["send", "a b", "hi"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
+    // Retire smith: commands are refused, reads still work, the list names it.
+    let o = somna(&["delete", "smith"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).starts_with("retired smith"), "{}", text(&o));
+    let o = somna(&["send", "smith", "Are you there?"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("error: agent_retired: "), "{}", text(&o));
+    let h = json(&["history", "smith"]);
+    let retired_history = h["messages"].as_array().unwrap().len();
+    assert!(retired_history >= 12, "{h}");
+    let o = somna(&["agents"]);
+    let t = text(&o);
+    assert!(t.contains("\nwren "), "{t}");
+    assert!(t.contains("retired: smith"), "{t}");
+    let v = json(&["agents"]);
+    assert_eq!(v["agents"][0]["id"], "wren");
+    assert_eq!(v["retired"], serde_json::json!(["smith"]));
+
+    // Stop the run as ctrl-c does: the API stops, then the runtime, and the table is printed.
+    let (ok, out) = served.stop();
+    assert!(ok, "{out}");
+    assert!(out.contains("somna: API server stopped"), "{out}");
+    assert!(out.contains("\nwren "), "{out}");
+    assert!(out.contains("database flushed to"), "{out}");
+
+    // The database, opened locally: consistent, with everything the server wrote.
+    let local = |args: &[&str]| command(dir, None).args(args).output().unwrap();
+    let o = local(&["check"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = local(&["history", "smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let history: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(history.len(), retired_history);
+    let o = local(&["agents", "--json"]);
+    let agents: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let smith = agents.iter().find(|a| a["id"] == "smith").unwrap();
+    assert_eq!(smith["retired"], true);
+    assert_eq!(smith["overrides"]["compaction"]["emergency_threshold"], 0.9);
+    let o = local(&["journal", "wren", "--source", "observation"]);
+    assert!(
+        text(&o).contains("Snow falls on the forge."),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let o = command(dir, None)
+        .args(["run", "--serve", "0.0.0.0:0", "--for", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("a non-loopback address needs a bearer token"),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.join("db").exists(), "nothing started");
+
+    // create / configure / delete on a local database.
+    let local = |args: &[&str]| command(dir, None).args(args).output().unwrap();
+    let o = local(&["create", "smith", "compaction.emergency_threshold=0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("compaction.emergency_threshold"),
+        "{}",
+        text(&o)
+    );
+    let o = local(&["create", "smith", "model=smith-7b", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["model"], "smith-7b");
+    let o = local(&["create", "smith"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("already exists"), "{}", text(&o));
+    let o = local(&["configure", "smith", "compaction.emergency_threshold=0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = local(&["delete", "smith"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = local(&["send", "smith", "hello"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("was retired"), "{}", text(&o));
+    let o = local(&["agents"]);
+    assert!(text(&o).contains("(retired)"), "{}", text(&o));
+}
