@@ -5,7 +5,8 @@
 //! - [`journal`]: `JournalEntry`, `SourceType`, `JournalQuery`, memory `Fact`.
 //! - [`record`]: `AgentRecord` (per-agent counters), `CompactionRecord` and `EventRecord` (the log).
 //! - [`config`]: runtime.toml: raw structs, layered overrides, resolved per-agent config, validation.
-//! - [`tokens`]: `TokenCounter` (tiktoken for known models, `len/4` otherwise) and `Calibration`.
+//! - [`tokens`]: `TokenCounter` (tiktoken for known models, a calibrated heuristic otherwise) and
+//!   `Calibration`.
 //! - [`compaction`]: `plan` (head/body/tail, tool groups, chunks), masking, summary prompts.
 //! - [`interchange`]: OpenAI-format JSONL (import/export).
 //! - [`retrieval`]: BM25 keyword scoring for the working context and `recall`.
