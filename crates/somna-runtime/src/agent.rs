@@ -14,7 +14,7 @@ use somna_core::message::{Message, Role};
 use somna_core::record::Trigger;
 use somna_core::tokens::{Calibration, TokenCounter};
 use somna_core::{AgentId, Fact, JournalEntry, JournalQuery, SourceType, Timestamp, ToolCall};
-use somna_llm::{ChatMessage, ChatRequest, LlmClient, Purpose, builtin};
+use somna_llm::{ChatMessage, ChatRequest, LlmClient, Purpose, builtin, prompts};
 use somna_store::{Store, StoreError, UncompactOutcome};
 
 use crate::clock::Clock;
@@ -725,22 +725,11 @@ impl JobContext {
     }
 
     async fn llm_importance(&self, text: &str) -> u8 {
-        let request = ChatRequest::new(
-            self.config.model.clone(),
-            vec![
-                ChatMessage::system(
-                    "Rate how important this event is for the character to remember, from 1 \
-(mundane, e.g. brushing teeth) to 10 (life-changing, e.g. a death or a marriage). Answer with \
-the number only.",
-                ),
-                ChatMessage::user(text.to_string()),
-            ],
-        )
-        .with_purpose(Purpose::Score)
-        .with_max_tokens(4)
-        .with_temperature(0.0);
+        let request = prompts::score_request(&self.config.model, text);
         match self.deps.llm.chat(request).await {
-            Ok(r) => parse_importance(&r.text).unwrap_or_else(|| builtin::score_importance(text)),
+            Ok(r) => {
+                prompts::parse_score(&r.text).unwrap_or_else(|| builtin::score_importance(text))
+            }
             Err(e) => {
                 tracing::warn!(agent = %self.id, error = %e, "LLM importance scoring failed; using the heuristic");
                 builtin::score_importance(text)
@@ -985,14 +974,6 @@ fn journal_importance(call: &ToolCall) -> u64 {
         .clamp(1, 10)
 }
 
-/// Parses the first number 1–10 in an LLM's answer.
-fn parse_importance(text: &str) -> Option<u8> {
-    text.split(|c: char| !c.is_ascii_digit())
-        .find(|s| !s.is_empty())
-        .and_then(|s| s.parse::<u8>().ok())
-        .filter(|n| (1..=10).contains(n))
-}
-
 /// Parses `- fact [#1, #3]` lines; a fact without valid citations cites the whole batch.
 fn parse_facts(text: &str, batch: &[u64], now: Timestamp) -> Vec<Fact> {
     text.lines()
@@ -1056,13 +1037,5 @@ mod tests {
         assert_eq!(facts[0].text, "Aldric owes 40 gold");
         assert_eq!(facts[0].source_entry_ids, vec![3, 5]);
         assert_eq!(facts[1].source_entry_ids, vec![3, 5, 7]);
-    }
-
-    #[test]
-    fn parses_importance() {
-        assert_eq!(parse_importance("7"), Some(7));
-        assert_eq!(parse_importance("Importance: 9/10"), Some(9));
-        assert_eq!(parse_importance("eleven"), None);
-        assert_eq!(parse_importance("42"), None);
     }
 }
