@@ -45,7 +45,7 @@ fn damage_is_reported() {
         assert_clean(&store, &id);
     }
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = raw_sled_open(dir.path()).unwrap();
         let history = db.open_tree("history").unwrap();
         let archive = db.open_tree("archive").unwrap();
         // An original lost from the archive, another one archived twice (left in history too),

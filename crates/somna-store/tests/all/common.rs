@@ -158,3 +158,22 @@ pub fn assert_clean(store: &Store, id: &AgentId) {
     let report = store.check_invariants(id).unwrap();
     assert!(report.is_ok(), "{report}");
 }
+
+/// Opens the database with sled directly (to damage it on purpose). sled releases its file lock a
+/// moment after the last handle drops, so a lock error is retried for up to 2 s, as
+/// `Store::open` does; any other result is returned as is.
+pub fn raw_sled_open(path: &std::path::Path) -> sled::Result<sled::Db> {
+    let mut last = sled::open(path);
+    for _ in 0..100 {
+        match &last {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("lock") =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                last = sled::open(path);
+            }
+            _ => break,
+        }
+    }
+    last
+}

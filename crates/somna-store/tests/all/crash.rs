@@ -234,7 +234,7 @@ fn a_half_written_snapshot_left_by_a_kill_does_not_block_opening() {
     };
     let partial = dir.path().join("snap.7FFFFFFFFFFFFFFF.generating");
     std::fs::write(&partial, vec![0xAB; 100]).unwrap();
-    let Err(err) = sled::open(dir.path()) else {
+    let Err(err) = raw_sled_open(dir.path()) else {
         panic!("sled 0.34 should refuse the partial snapshot");
     };
     assert!(matches!(err, sled::Error::Corruption { .. }), "{err:?}");

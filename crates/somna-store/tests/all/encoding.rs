@@ -111,7 +111,7 @@ fn an_unreadable_value_on_disk_is_a_typed_error_from_reads() {
     }
     {
         // Rewrite message 1 as if a newer Somna had written it.
-        let db = sled::open(dir.path()).unwrap();
+        let db = raw_sled_open(dir.path()).unwrap();
         let history = db.open_tree("history").unwrap();
         let key = [b"npc\0".as_slice(), &1u64.to_be_bytes()].concat();
         let mut value = history.get(&key).unwrap().unwrap().to_vec();
