@@ -26,5 +26,5 @@ pub mod tokens;
 pub use id::AgentId;
 pub use journal::{EntryId, Fact, FactId, JournalEntry, JournalQuery, SourceType};
 pub use message::{Message, MessageKind, Role, Seq, SummaryMeta, ToolCall};
-pub use record::{AgentRecord, CompactionMethod, CompactionRecord, EventRecord, Trigger};
+pub use record::{AgentRecord, CompactionMethod, CompactionRecord, Cover, EventRecord, Trigger};
 pub use time::Timestamp;

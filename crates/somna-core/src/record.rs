@@ -46,6 +46,29 @@ pub struct AgentRecord {
     /// Set when the agent is deleted through the API: its data stays, it is no longer hosted.
     #[serde(default)]
     pub retired: bool,
+    /// The live summaries written in store layout 2, in seq order: each hides the run of the
+    /// `history` tree it covers (its originals stay there, read as the archive). Maintained by
+    /// somna-store; empty for an agent whose compactions all predate layout 2.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub covers: Vec<Cover>,
+}
+
+/// A live summary and the run of seqs it covers (see [`AgentRecord::covers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cover {
+    /// The summary's seq: the first seq it covers.
+    pub seq: Seq,
+    /// The summary's generation (part of its key).
+    pub generation: u32,
+    /// The last seq it covers.
+    pub through: Seq,
+}
+
+impl Cover {
+    /// True when `seq` lies in the covered run.
+    pub fn contains(&self, seq: Seq) -> bool {
+        (self.seq..=self.through).contains(&seq)
+    }
 }
 
 impl AgentRecord {
@@ -66,6 +89,7 @@ impl AgentRecord {
             history_len: 0,
             archive_len: 0,
             retired: false,
+            covers: Vec::new(),
         }
     }
 }

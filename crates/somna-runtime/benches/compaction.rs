@@ -223,7 +223,9 @@ fn benches(c: &mut Criterion) {
                     )],
                     record,
                 };
-                store.commit_compaction(&id, &commit).unwrap()
+                let outcome = store.commit_compaction(&id, &commit).unwrap();
+                // Returned so that dropping the store (sled's shutdown) happens outside the timing.
+                (store, outcome)
             },
             BatchSize::PerIteration,
         )

@@ -75,7 +75,7 @@ fn usage(c: &mut Criterion) {
     });
 
     // Space growth (printed, not benchmarked): the same 100,000 messages live, then all but the
-    // last 20 compacted into one summary (moved to the archive), then undone.
+    // last 20 compacted into one summary (archived in place), then undone.
     let mb = |store: &Store| {
         store.flush().unwrap();
         store.size_on_disk().unwrap() as f64 / 1e6

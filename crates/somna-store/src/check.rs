@@ -4,13 +4,14 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use somna_core::{AgentId, JournalEntry, Message, MessageKind, Seq};
+use somna_core::{AgentId, Cover, JournalEntry, Message, MessageKind, Seq};
 
 use crate::codec;
 use crate::compaction::UndoRecord;
 use crate::error::{Result, StoreError};
 use crate::keys::{self, MessageKey};
 use crate::store::{Store, tree_names};
+use crate::view;
 
 /// The result of [`Store::check_invariants`]: what was counted and every violation found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,9 +58,11 @@ impl fmt::Display for InvariantReport {
 impl Store {
     /// Recounts the agent's data and checks it against its record:
     /// - every seq below `next_seq` is present exactly once as an original: a normal message in
-    ///   history, or in the archive (a masked placeholder in history has its original archived);
-    /// - history is in seq order, no history message lies inside a summary's range, and every
-    ///   summary in history has an undo record (and every undo record a summary);
+    ///   live history, or archived (hidden under a cover in the history tree, or in the archive
+    ///   tree; a masked placeholder has its original in the archive tree);
+    /// - the covers are sorted and disjoint and each has its live summary; live history is in seq
+    ///   order, no live message lies inside a summary's range, and every live summary has an undo
+    ///   record of its layout (and every undo record a summary);
     /// - the counters (`history_tokens`, `history_len`, `archive_len`, and the in-memory usage
     ///   counter when loaded) equal the recount; journal, memory and event ids are below their
     ///   next ids; every journal entry has exactly its index key.
@@ -74,19 +77,37 @@ impl Store {
         let prefix_len = prefix.len();
         let mut v = Vec::new();
 
-        // History.
+        // Covers: sorted, disjoint, each with its live summary (checked below).
+        let covers = &record.covers;
+        for pair in covers.windows(2) {
+            if pair[1].seq <= pair[0].through {
+                v.push(format!(
+                    "the covers of summaries {} and {} overlap or are out of order",
+                    pair[0].seq, pair[1].seq
+                ));
+            }
+        }
+        let mut covers_seen = vec![false; covers.len()];
+
+        // The history tree: live history, and what covers hide (archived in place).
         let mut history_normal = BTreeSet::new();
         let mut history_masked = Vec::new();
-        let mut summaries: Vec<(Seq, Seq, Vec<u8>)> = Vec::new();
+        let mut summaries: Vec<(Seq, Seq)> = Vec::new();
+        let mut summary_keys = BTreeSet::new();
+        let mut archived = BTreeSet::new();
+        let mut archive_len = 0u64;
         let (mut history_len, mut history_tokens) = (0u64, 0u64);
         let mut last_seq: Option<Seq> = None;
         for item in trees.history.scan_prefix(&prefix) {
             let (key, value) = item?;
-            history_len += 1;
             let Some(parsed) = keys::parse_message(prefix_len, &key) else {
                 v.push(format!("history key {} is malformed", keys::render(&key)));
                 continue;
             };
+            let hidden = view::hiding(covers, parsed).is_some();
+            if !hidden {
+                history_len += 1;
+            }
             let message: Message = match codec::decode(tree_names::HISTORY, &key, &value) {
                 Ok(m) => m,
                 Err(e) => {
@@ -94,7 +115,6 @@ impl Store {
                     continue;
                 }
             };
-            history_tokens += u64::from(message.tokens);
             let seq = parsed.seq();
             if message.seq != seq {
                 v.push(format!(
@@ -103,6 +123,51 @@ impl Store {
                     message.seq
                 ));
             }
+            match (&message.kind, parsed) {
+                (MessageKind::Normal, MessageKey::Seq(_)) => {
+                    if hidden {
+                        archived.insert(seq);
+                        archive_len += 1;
+                    } else {
+                        history_normal.insert(seq);
+                    }
+                }
+                (MessageKind::Masked { .. }, MessageKey::Seq(_)) => history_masked.push(seq),
+                (MessageKind::Summary(meta), MessageKey::Summary(_, generation))
+                    if meta.generation == generation =>
+                {
+                    summary_keys.insert(key.to_vec());
+                    if hidden {
+                        archive_len += 1;
+                    } else {
+                        summaries.push((meta.covers_from_seq, meta.covers_through_seq));
+                        let cover = covers
+                            .iter()
+                            .position(|c| (c.seq, c.generation) == (seq, generation));
+                        if let Some(i) = cover {
+                            covers_seen[i] = true;
+                        }
+                        match trees.undo.get(&key)? {
+                            None => v.push(format!("summary {seq} has no undo record")),
+                            Some(undo) => check_summary_layout(
+                                &key,
+                                &undo,
+                                cover.map(|i| &covers[i]),
+                                meta.covers_through_seq,
+                                &mut v,
+                            ),
+                        }
+                    }
+                }
+                (kind, _) => v.push(format!(
+                    "history key {} does not fit its {kind:?} message",
+                    keys::render(&key)
+                )),
+            }
+            if hidden {
+                continue;
+            }
+            history_tokens += u64::from(message.tokens);
             if let Some(prev) = last_seq
                 && seq <= prev
             {
@@ -111,30 +176,17 @@ impl Store {
                 ));
             }
             last_seq = Some(seq);
-            match (&message.kind, parsed) {
-                (MessageKind::Normal, MessageKey::Seq(_)) => {
-                    history_normal.insert(seq);
-                }
-                (MessageKind::Masked { .. }, MessageKey::Seq(_)) => history_masked.push(seq),
-                (MessageKind::Summary(meta), MessageKey::Summary(_, generation))
-                    if meta.generation == generation =>
-                {
-                    if !trees.undo.contains_key(&key)? {
-                        v.push(format!("summary {seq} has no undo record"));
-                    }
-                    summaries.push((meta.covers_from_seq, meta.covers_through_seq, key.to_vec()));
-                }
-                (kind, _) => v.push(format!(
-                    "history key {} does not fit its {kind:?} message",
-                    keys::render(&key)
-                )),
+        }
+        for (cover, seen) in covers.iter().zip(&covers_seen) {
+            if !seen {
+                v.push(format!(
+                    "the cover of summary {}.{} has no live summary in history",
+                    cover.seq, cover.generation
+                ));
             }
         }
 
-        // Archive.
-        let mut archived = BTreeSet::new();
-        let mut archived_summaries = BTreeSet::new();
-        let mut archive_len = 0u64;
+        // The archive tree: originals of masked messages, and what layout 1 moved there.
         for item in trees.archive.scan_prefix(&prefix) {
             let (key, value) = item?;
             archive_len += 1;
@@ -147,12 +199,14 @@ impl Store {
             };
             match (keys::parse_message(prefix_len, &key), &message.kind) {
                 (Some(MessageKey::Seq(seq)), MessageKind::Normal) if seq == message.seq => {
-                    archived.insert(seq);
+                    if !archived.insert(seq) {
+                        v.push(format!("seq {seq} is archived twice"));
+                    }
                 }
                 (Some(MessageKey::Summary(seq, generation)), MessageKind::Summary(meta))
                     if seq == message.seq && meta.generation == generation =>
                 {
-                    archived_summaries.insert(key.to_vec());
+                    summary_keys.insert(key.to_vec());
                 }
                 _ => v.push(format!(
                     "archive key {} does not fit its message (seq {}, {:?})",
@@ -200,14 +254,13 @@ impl Store {
                 ));
             }
         }
-        for (from, through, _) in &summaries {
+        for (from, through) in &summaries {
             let inside = history_normal
                 .range(from..=through)
-                .chain(
-                    history_masked
-                        .iter()
-                        .filter(|s| (from..=through).contains(s)),
-                )
+                .chain(history_masked.iter().filter(|s| {
+                    (from..=through).contains(s)
+                        && view::hiding(covers, MessageKey::Seq(**s)).is_none()
+                }))
                 .next();
             if let Some(seq) = inside {
                 v.push(format!(
@@ -219,10 +272,7 @@ impl Store {
         // Undo records belong to a summary in history or in the archive.
         for item in trees.undo.scan_prefix(&prefix) {
             let (key, value) = item?;
-            let in_history = summaries
-                .iter()
-                .any(|(_, _, k)| k.as_slice() == key.as_ref());
-            if !in_history && !archived_summaries.contains(key.as_ref()) {
+            if !summary_keys.contains(key.as_ref()) {
                 v.push(format!(
                     "undo record {} has no summary in history or the archive",
                     keys::render(&key)
@@ -320,6 +370,36 @@ impl Store {
             journal_len,
             violations: v,
         })
+    }
+}
+
+/// Checks that a live summary and its undo record agree on the layout: a layout-2 summary has a
+/// cover ending where the summary's range ends; a layout-1 summary has none.
+fn check_summary_layout(
+    key: &[u8],
+    undo: &[u8],
+    cover: Option<&Cover>,
+    covers_through: Seq,
+    violations: &mut Vec<String>,
+) {
+    let undo: UndoRecord = match codec::decode(tree_names::UNDO, key, undo) {
+        Ok(undo) => undo,
+        // Reported with the other undo records.
+        Err(_) => return,
+    };
+    let name = keys::render(key);
+    match (undo.in_place.is_some(), cover) {
+        (true, None) => violations.push(format!(
+            "summary {name} hides what it covers but has no cover in the agent's record"
+        )),
+        (false, Some(_)) => violations.push(format!(
+            "summary {name} has a cover but its undo record is of layout 1"
+        )),
+        (true, Some(cover)) if cover.through != covers_through => violations.push(format!(
+            "the cover of summary {name} ends at {} but the summary covers through {covers_through}",
+            cover.through
+        )),
+        _ => {}
     }
 }
 

@@ -2,15 +2,19 @@
 //! inverse, [`Store::uncompact`].
 //!
 //! Each runs under the agent's lock and applies ONE transaction across history, archive, journal,
-//! journal_by_source, agents, events and undo. Original messages are moved between trees as the
-//! exact bytes that were stored, so a commit followed by an uncompact restores history
-//! byte-for-byte.
+//! journal_by_source, agents, events and undo.
+//!
+//! A compaction (store layout 2, see `view`) writes the summary next to the messages it covers and
+//! a [`Cover`] in the agent's record that hides them from live history; nothing is moved, so the
+//! commit costs the same for 20 messages as for 100,000, and an uncompact (delete the summary, drop
+//! the cover) restores history byte-for-byte. Summaries written by a layout-1 build (which moved
+//! the covered originals into the `archive` tree) are undone the layout-1 way.
 
 use serde::{Deserialize, Serialize};
 use sled::IVec;
 use somna_core::{
-    AgentId, CompactionRecord, EntryId, EventRecord, JournalEntry, Message, MessageKind, Seq,
-    SourceType, Timestamp,
+    AgentId, CompactionRecord, Cover, EntryId, EventRecord, JournalEntry, Message, MessageKind,
+    Seq, SourceType, Timestamp,
 };
 
 use crate::codec;
@@ -19,6 +23,7 @@ use crate::events::push_event;
 use crate::journal::push_entries;
 use crate::keys::{self, MessageKey};
 use crate::store::{Store, TreeId, WriteSet, now, tree_names};
+use crate::view;
 
 /// Everything one compaction commits.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +83,26 @@ pub enum UncompactOutcome {
 pub(crate) struct UndoRecord {
     pub(crate) summary_seq: Seq,
     pub(crate) generation: u32,
+    /// Layout 1: what the summary replaced, moved to the archive (empty in layout 2).
+    #[serde(default)]
     pub(crate) replaced: Vec<Replaced>,
+    /// Layout 2: the summary hides what it covers in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) in_place: Option<InPlace>,
+}
+
+/// How to undo a layout-2 summary: what its cover hides, counted at the commit (nothing can change
+/// under a cover, so the counts still hold when it is undone).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct InPlace {
+    /// The covers of the live summaries it folded, live again once it is undone.
+    pub(crate) folded: Vec<Cover>,
+    /// How many live messages it replaced.
+    pub(crate) replaced: u64,
+    /// Their tokens.
+    pub(crate) replaced_tokens: u64,
+    /// How many of them count as archived while covered (normal messages and summaries).
+    pub(crate) archived: u64,
 }
 
 /// One message a summary replaced.
@@ -96,7 +120,9 @@ pub(crate) enum Replaced {
 impl Store {
     /// Commits a compaction atomically (see [`CompactionCommit`]). Returns
     /// [`CommitOutcome::Conflict`], having changed nothing, when history no longer holds exactly
-    /// the covered messages. Messages after the covered run are never touched.
+    /// the covered messages. Messages after the covered run are never touched, and the covered ones
+    /// are not moved: the summary's cover hides them from live history (they read as archived), so
+    /// the commit writes the same few keys whatever it covers.
     pub fn commit_compaction(
         &self,
         id: &AgentId,
@@ -109,49 +135,32 @@ impl Store {
         let state = self.state(id)?;
         let mut guard = state.lock();
 
-        // Read the covered run as stored; it must be exactly the covered messages.
-        let start = keys::message(id, first);
-        let end = keys::message(id, last);
-        let stored = self
-            .inner
-            .trees
-            .history
-            .range(start..=end)
-            .collect::<std::result::Result<Vec<(IVec, IVec)>, sled::Error>>()?;
+        // Read the covered run of live history; it must be exactly the covered messages.
+        let stored = view::live_entries(
+            &self.inner.trees.history,
+            id,
+            &guard.covers,
+            first.seq,
+            Some(&keys::message(id, last)),
+            commit.covered.len().saturating_add(1),
+        )?;
         if let Some((seq, reason)) = compare_covered(id, &commit.covered, &stored)? {
             tracing::debug!(agent = %id, seq, %reason, "compaction conflict");
             return Ok(CommitOutcome::Conflict { seq, reason });
         }
 
         let mut next = guard.clone();
-        let mut writes = WriteSet::with_capacity(2 * stored.len() + commit.journal.len() * 2 + 4);
-        let mut replaced = Vec::with_capacity(stored.len());
-        let mut removed_tokens = 0u64;
-        let mut archived = 0u64;
-        for (message, (key, value)) in commit.covered.iter().zip(stored) {
-            writes.take(TreeId::History, key.to_vec(), value.clone(), message.seq);
-            removed_tokens += u64::from(message.tokens);
-            match &message.kind {
-                MessageKind::Normal => {
-                    writes.create(TreeId::Archive, key.to_vec(), value, message.seq);
-                    archived += 1;
-                    replaced.push(Replaced::Original { seq: message.seq });
-                }
-                MessageKind::Summary(meta) => {
-                    writes.create(TreeId::Archive, key.to_vec(), value, message.seq);
-                    archived += 1;
-                    replaced.push(Replaced::Summary {
-                        seq: message.seq,
-                        generation: meta.generation,
-                    });
-                }
-                MessageKind::Masked { .. } => {
-                    replaced.push(Replaced::Masked {
-                        message: message.clone(),
-                    });
-                }
-            }
-        }
+        let mut writes = WriteSet::with_capacity(commit.journal.len() * 2 + 4);
+        let removed_tokens: u64 = commit.covered.iter().map(|m| u64::from(m.tokens)).sum();
+        let archived = commit
+            .covered
+            .iter()
+            .filter(|m| !matches!(m.kind, MessageKind::Masked { .. }))
+            .count() as u64;
+        let through = covers_through(last);
+        let folds = |c: &Cover| c.seq >= first.seq && c.through <= through;
+        let folded: Vec<Cover> = next.covers.iter().copied().filter(folds).collect();
+        next.covers.retain(|c| !folds(c));
 
         let mut summary = commit.summary.clone();
         if summary.created_at == Timestamp::ZERO {
@@ -159,6 +168,15 @@ impl Store {
         }
         let generation = summary.summary().map_or(1, |m| m.generation);
         let summary_key = keys::message(id, &summary);
+        let at = next.covers.partition_point(|c| c.seq < summary.seq);
+        next.covers.insert(
+            at,
+            Cover {
+                seq: summary.seq,
+                generation,
+                through,
+            },
+        );
         writes.create(
             TreeId::History,
             summary_key.clone(),
@@ -171,10 +189,17 @@ impl Store {
         record.summary_seq = summary.seq;
         record.synthesis_entry = journal_ids.first().copied();
         let event_seq = push_event(id, &mut next, &EventRecord::Compaction(record), &mut writes)?;
+        let covered_len = commit.covered.len() as u64;
         let undo = UndoRecord {
             summary_seq: summary.seq,
             generation,
-            replaced,
+            replaced: Vec::new(),
+            in_place: Some(InPlace {
+                folded,
+                replaced: covered_len,
+                replaced_tokens: removed_tokens,
+                archived,
+            }),
         };
         writes.create(
             TreeId::Undo,
@@ -183,7 +208,6 @@ impl Store {
             summary.seq,
         );
 
-        let covered_len = commit.covered.len() as u64;
         next.history_len = next.history_len.saturating_sub(covered_len) + 1;
         next.history_tokens =
             next.history_tokens.saturating_sub(removed_tokens) + u64::from(summary.tokens);
@@ -251,6 +275,15 @@ impl Store {
         let count = masked.len();
         for mut placeholder in masked {
             let seq = placeholder.seq;
+            if let Some(cover) = guard.covers.iter().find(|c| c.contains(seq)) {
+                return Ok(CommitOutcome::Conflict {
+                    seq,
+                    reason: format!(
+                        "history message {seq} is covered by the summary at seq {}",
+                        cover.seq
+                    ),
+                });
+            }
             let key = keys::seq(id, seq);
             let Some(value) = self.inner.trees.history.get(&key)? else {
                 return Ok(CommitOutcome::Conflict {
@@ -302,8 +335,9 @@ impl Store {
     }
 
     /// Undoes the compaction whose summary has seq `summary_seq`, atomically: removes the summary,
-    /// puts back exactly what it replaced (originals and an earlier summary out of the archive,
-    /// masked placeholders as they were), deletes the undo record and logs an
+    /// puts back exactly what it replaced (drops its cover and restores the covers it folded; for a
+    /// layout-1 summary, moves the originals and an earlier summary out of the archive tree and
+    /// re-inserts masked placeholders), deletes the undo record and logs an
     /// `EventRecord::Uncompaction` carrying the summary text. The journal keeps the synthesis entry.
     /// A summary that was itself folded into a later one is not in history: undo the later first.
     pub fn uncompact(
@@ -317,16 +351,39 @@ impl Store {
         let trees = &self.inner.trees;
         let prefix_len = keys::prefix(id).len();
 
-        let mut found = None;
-        for item in trees.history.scan_prefix(keys::seq(id, summary_seq)) {
-            let (key, value) = item?;
-            if let Some(MessageKey::Summary(seq, _)) = keys::parse_message(prefix_len, &key)
-                && seq == summary_seq
-            {
-                found = Some((key, value));
-                break;
+        // A layout-2 summary is found through its cover; a layout-1 one by its seq (the live key
+        // among the summaries that start there).
+        let found = match guard.covers.iter().find(|c| c.seq == summary_seq) {
+            Some(cover) => {
+                let key = keys::summary(id, cover.seq, cover.generation);
+                let value = trees
+                    .history
+                    .get(&key)?
+                    .ok_or_else(|| StoreError::Inconsistent {
+                        agent: id.clone(),
+                        reason: format!(
+                            "live summary {} is missing from history",
+                            keys::render(&key)
+                        ),
+                    })?;
+                Some((IVec::from(key), value))
             }
-        }
+            None => {
+                let mut found = None;
+                for item in trees.history.scan_prefix(keys::seq(id, summary_seq)) {
+                    let (key, value) = item?;
+                    if let Some(parsed @ MessageKey::Summary(seq, _)) =
+                        keys::parse_message(prefix_len, &key)
+                        && seq == summary_seq
+                        && view::hiding(&guard.covers, parsed).is_none()
+                    {
+                        found = Some((key, value));
+                        break;
+                    }
+                }
+                found
+            }
+        };
         let Some((summary_key, summary_value)) = found else {
             return Ok(UncompactOutcome::NotFound);
         };
@@ -337,10 +394,6 @@ impl Store {
         let undo: UndoRecord = codec::decode(tree_names::UNDO, &summary_key, &undo_value)?;
         let summary: Message = codec::decode(tree_names::HISTORY, &summary_key, &summary_value)?;
 
-        let inconsistent = |reason: String| StoreError::Inconsistent {
-            agent: id.clone(),
-            reason,
-        };
         let mut next = guard.clone();
         let mut writes = WriteSet::with_capacity(2 * undo.replaced.len() + 4);
         writes.take(
@@ -349,6 +402,59 @@ impl Store {
             summary_value,
             summary_seq,
         );
+        let (replaced, replaced_tokens, unarchived) = match &undo.in_place {
+            Some(in_place) => {
+                next.covers
+                    .retain(|c| (c.seq, c.generation) != (summary_seq, undo.generation));
+                for cover in &in_place.folded {
+                    let at = next.covers.partition_point(|c| c.seq < cover.seq);
+                    next.covers.insert(at, *cover);
+                }
+                (
+                    in_place.replaced,
+                    in_place.replaced_tokens,
+                    in_place.archived,
+                )
+            }
+            None => self.restore_layout_1(id, summary_seq, &undo, &mut writes)?,
+        };
+        writes.delete(TreeId::Undo, summary_key.to_vec());
+        let restored = u32::try_from(replaced).unwrap_or(u32::MAX);
+        next.history_len = next.history_len.saturating_sub(1) + replaced;
+        next.history_tokens = next
+            .history_tokens
+            .saturating_sub(u64::from(summary.tokens))
+            + replaced_tokens;
+        next.archive_len = next.archive_len.saturating_sub(unarchived);
+        let event = EventRecord::Uncompaction {
+            at: now,
+            summary_seq,
+            summary: summary.content,
+            restored,
+        };
+        push_event(id, &mut next, &event, &mut writes)?;
+        writes.put_record(&next)?;
+        self.apply_expecting_no_conflict(id, &writes)?;
+        tracing::debug!(agent = %id, summary_seq, restored, "compaction undone");
+        state.publish(&mut guard, next);
+        Ok(UncompactOutcome::Restored { restored })
+    }
+
+    /// Adds to `writes` what puts back everything a layout-1 summary replaced (originals and an
+    /// earlier summary out of the archive, masked placeholders as they were); returns how many
+    /// messages go back, their tokens and how many leave the archive.
+    fn restore_layout_1(
+        &self,
+        id: &AgentId,
+        summary_seq: Seq,
+        undo: &UndoRecord,
+        writes: &mut WriteSet,
+    ) -> Result<(u64, u64, u64)> {
+        let trees = &self.inner.trees;
+        let inconsistent = |reason: String| StoreError::Inconsistent {
+            agent: id.clone(),
+            reason,
+        };
         let mut restored_tokens = 0u64;
         let mut unarchived = 0u64;
         for item in &undo.replaced {
@@ -390,26 +496,7 @@ impl Store {
                 }
             }
         }
-        writes.delete(TreeId::Undo, summary_key.to_vec());
-        let restored = u32::try_from(undo.replaced.len()).unwrap_or(u32::MAX);
-        next.history_len = next.history_len.saturating_sub(1) + undo.replaced.len() as u64;
-        next.history_tokens = next
-            .history_tokens
-            .saturating_sub(u64::from(summary.tokens))
-            + restored_tokens;
-        next.archive_len = next.archive_len.saturating_sub(unarchived);
-        let event = EventRecord::Uncompaction {
-            at: now,
-            summary_seq,
-            summary: summary.content,
-            restored,
-        };
-        push_event(id, &mut next, &event, &mut writes)?;
-        writes.put_record(&next)?;
-        self.apply_expecting_no_conflict(id, &writes)?;
-        tracing::debug!(agent = %id, summary_seq, restored, "compaction undone");
-        state.publish(&mut guard, next);
-        Ok(UncompactOutcome::Restored { restored })
+        Ok((undo.replaced.len() as u64, restored_tokens, unarchived))
     }
 }
 

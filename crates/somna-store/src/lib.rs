@@ -5,7 +5,8 @@
 //!
 //! - [`store`]: [`Store`] and [`StoreOptions`]: opening, flushing, agents and their records, the
 //!   per-agent in-memory state that makes [`Store::usage_tokens`] O(1).
-//! - [`messages`]: appending to history and reading history and the archive.
+//! - [`messages`]: appending to history and reading history and the archive (views over the trees,
+//!   built in a private `view` module: see docs/storage.md, "Layout 2").
 //! - [`compaction`]: the atomic [`Store::commit_compaction`], [`Store::commit_masking`] and
 //!   [`Store::uncompact`], with [`CompactionCommit`], [`CommitOutcome`] and [`UncompactOutcome`].
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
@@ -27,6 +28,7 @@ pub mod journal;
 mod keys;
 pub mod messages;
 pub mod store;
+mod view;
 
 pub use check::InvariantReport;
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};

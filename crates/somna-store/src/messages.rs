@@ -1,11 +1,12 @@
 //! Appending messages to an agent's history, and reading history and the archive.
 
-use somna_core::{AgentId, Message, Seq, Timestamp};
+use somna_core::{AgentId, Cover, Message, Seq, Timestamp};
 
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::store::{Store, TreeId, WriteSet, now, tree_names};
+use crate::view;
 
 impl Store {
     /// Appends one normal message: assigns its seq (the record's `next_seq`) and, when it is zero,
@@ -70,85 +71,67 @@ impl Store {
 
     /// Up to `limit` history messages with seq ≥ `from_seq`, in seq order.
     pub fn history_range(&self, id: &AgentId, from_seq: Seq, limit: usize) -> Result<Vec<Message>> {
-        read_range(
-            &self.inner.trees.history,
-            tree_names::HISTORY,
-            id,
-            from_seq,
-            None,
-            limit,
-        )
+        self.with_covers(id, |covers| {
+            let entries =
+                view::live_entries(&self.inner.trees.history, id, covers, from_seq, None, limit)?;
+            view::decode_all(&entries)
+        })
     }
 
     /// The last `n` history messages, in seq order.
     pub fn history_tail(&self, id: &AgentId, n: usize) -> Result<Vec<Message>> {
-        let prefix = keys::prefix(id);
-        let end = keys::prefix_end(&prefix);
-        let mut tail = self
-            .inner
-            .trees
-            .history
-            .range(prefix..end)
-            .rev()
-            .take(n)
-            .map(|item| {
-                let (k, v) = item?;
-                codec::decode(tree_names::HISTORY, &k, &v)
-            })
-            .collect::<Result<Vec<Message>>>()?;
-        tail.reverse();
-        Ok(tail)
+        self.with_covers(id, |covers| {
+            let entries = view::live_tail(&self.inner.trees.history, id, covers, n)?;
+            view::decode_all(&entries)
+        })
     }
 
     /// Up to `limit` archived messages with seq ≥ `from_seq`, in key order (an original, then any
     /// folded summaries that start at the same seq, by generation).
     pub fn archive_range(&self, id: &AgentId, from_seq: Seq, limit: usize) -> Result<Vec<Message>> {
-        read_range(
-            &self.inner.trees.archive,
-            tree_names::ARCHIVE,
-            id,
-            from_seq,
-            None,
-            limit,
-        )
+        self.with_covers(id, |covers| {
+            let trees = &self.inner.trees;
+            view::archived(
+                &trees.history,
+                &trees.archive,
+                id,
+                covers,
+                from_seq,
+                None,
+                limit,
+            )
+        })
     }
 
     /// Every archived message with `seq_from ≤ seq ≤ seq_through`, in key order.
     pub fn archived(&self, id: &AgentId, seq_from: Seq, seq_through: Seq) -> Result<Vec<Message>> {
-        read_range(
-            &self.inner.trees.archive,
-            tree_names::ARCHIVE,
-            id,
-            seq_from,
-            Some(seq_through),
-            usize::MAX,
-        )
-    }
-}
-
-/// Messages of `id` in `tree` with `from ≤ seq ≤ through` (no upper bound for `None`), at most
-/// `limit`, in key order.
-fn read_range(
-    tree: &sled::Tree,
-    name: &'static str,
-    id: &AgentId,
-    from: Seq,
-    through: Option<Seq>,
-    limit: usize,
-) -> Result<Vec<Message>> {
-    let start = keys::seq(id, from);
-    let end = match through.and_then(|t| t.checked_add(1)) {
-        Some(after) => keys::seq(id, after),
-        None => keys::prefix_end(&keys::prefix(id)),
-    };
-    if start >= end {
-        return Ok(Vec::new());
-    }
-    tree.range(start..end)
-        .take(limit)
-        .map(|item| {
-            let (k, v) = item?;
-            codec::decode(name, &k, &v)
+        self.with_covers(id, |covers| {
+            let trees = &self.inner.trees;
+            view::archived(
+                &trees.history,
+                &trees.archive,
+                id,
+                covers,
+                seq_from,
+                Some(seq_through),
+                usize::MAX,
+            )
         })
-        .collect()
+    }
+
+    /// Runs `read` with the agent's live covers while holding its lock, so that no commit changes
+    /// the covers or the trees in between. An unknown agent reads as empty.
+    fn with_covers<T: Default>(
+        &self,
+        id: &AgentId,
+        read: impl FnOnce(&[Cover]) -> Result<T>,
+    ) -> Result<T> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(T::default()),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        read(&guard.covers)
+    }
 }

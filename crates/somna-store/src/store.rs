@@ -77,9 +77,9 @@ impl fmt::Debug for Inner {
 pub mod tree_names {
     /// Agent records.
     pub const AGENTS: &str = "agents";
-    /// Live history.
+    /// Every message, summary and masked placeholder; live history is what no cover hides.
     pub const HISTORY: &str = "history";
-    /// Archived originals and folded summaries.
+    /// The originals of masked messages (and what a layout-1 build moved out of history).
     pub const ARCHIVE: &str = "archive";
     /// Journal entries.
     pub const JOURNAL: &str = "journal";

@@ -20,6 +20,8 @@ mod encoding;
 mod events;
 #[path = "all/journal.rs"]
 mod journal;
+#[path = "all/layout.rs"]
+mod layout;
 #[path = "all/messages.rs"]
 mod messages;
 #[path = "all/props.rs"]

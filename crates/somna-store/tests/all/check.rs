@@ -48,9 +48,10 @@ fn damage_is_reported() {
         let db = raw_sled_open(dir.path()).unwrap();
         let history = db.open_tree("history").unwrap();
         let archive = db.open_tree("archive").unwrap();
-        // An original lost from the archive, another one archived twice (left in history too),
-        // a history message lost, the summary's undo record and an index key deleted.
-        archive.remove(key(2)).unwrap();
+        // An archived original lost (hidden under the summary's cover in the history tree), a
+        // live one archived twice (copied to the archive tree), a history message lost, the
+        // summary's undo record and an index key deleted.
+        history.remove(key(2)).unwrap();
         let eight = history.get(key(8)).unwrap().unwrap();
         archive.insert(key(8), eight).unwrap();
         history.remove(key(10)).unwrap();

@@ -348,6 +348,20 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
         store.commit_masking(&id, Vec::new()),
         Err(StoreError::Invalid { .. })
     ));
+
+    // A message under a summary is archived, not live: masking it is a conflict too.
+    let history = store.history(&id).unwrap();
+    store
+        .commit_compaction(&id, &commit_for(&history[..5], "five", NOW))
+        .unwrap();
+    let snap = snapshot(&store, &id);
+    let covered = store.commit_masking(&id, vec![masked_of(&all[4])]).unwrap();
+    assert!(
+        matches!(&covered, CommitOutcome::Conflict { seq: 4, reason } if reason.contains("covered by the summary at seq 0")),
+        "{covered:?}"
+    );
+    assert_eq!(snapshot(&store, &id), snap);
+    assert_clean(&store, &id);
     assert!(matches!(
         store.commit_masking(&id, vec![all[3].clone()]),
         Err(StoreError::Invalid { .. })
