@@ -89,22 +89,21 @@ impl Store {
     /// Up to `limit` archived messages with seq ≥ `from_seq`, in key order (an original, then any
     /// folded summaries that start at the same seq, by generation).
     pub fn archive_range(&self, id: &AgentId, from_seq: Seq, limit: usize) -> Result<Vec<Message>> {
-        self.with_covers(id, |covers| {
-            let trees = &self.inner.trees;
-            view::archived(
-                &trees.history,
-                &trees.archive,
-                id,
-                covers,
-                from_seq,
-                None,
-                limit,
-            )
-        })
+        self.archive_view(id, from_seq, None, limit)
     }
 
     /// Every archived message with `seq_from ≤ seq ≤ seq_through`, in key order.
     pub fn archived(&self, id: &AgentId, seq_from: Seq, seq_through: Seq) -> Result<Vec<Message>> {
+        self.archive_view(id, seq_from, Some(seq_through), usize::MAX)
+    }
+
+    fn archive_view(
+        &self,
+        id: &AgentId,
+        from: Seq,
+        through: Option<Seq>,
+        limit: usize,
+    ) -> Result<Vec<Message>> {
         self.with_covers(id, |covers| {
             let trees = &self.inner.trees;
             view::archived(
@@ -112,9 +111,9 @@ impl Store {
                 &trees.archive,
                 id,
                 covers,
-                seq_from,
-                Some(seq_through),
-                usize::MAX,
+                from,
+                through,
+                limit,
             )
         })
     }
