@@ -208,10 +208,10 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             let (_, store) = open(&cli)?;
             let id = agent_id(agent)?;
             require_agent(&store, &id)?;
-            let messages = if *archive {
-                store.archive_range(&id, 0, usize::MAX)?
-            } else {
-                store.history(&id)?
+            let messages = match (*archive, *limit) {
+                (true, _) => store.archive_range(&id, 0, usize::MAX)?,
+                (false, Some(n)) => store.history_tail(&id, n)?,
+                (false, None) => store.history(&id)?,
             };
             let skip = limit.map_or(0, |n| messages.len().saturating_sub(n));
             out.messages(&messages[skip..]);

@@ -53,14 +53,11 @@ impl Out {
             self.print_json(s);
             return;
         }
-        match serde_json::to_value(s).and_then(serde_json::from_value::<StatusView>) {
-            Ok(view) => self.status_text(&view),
-            Err(e) => eprintln!("error: cannot render the status: {e}"),
-        }
+        self.status_text(s);
     }
 
     /// The text form of an agent's status (local or from a server).
-    pub fn status_text(&self, s: &StatusView) {
+    pub fn status_text(&self, s: &AgentStatus) {
         println!("agent        {}", s.id);
         println!("state        {}", s.state.as_str());
         println!(
@@ -336,32 +333,6 @@ fn join_ids(ids: &[AgentId]) -> String {
         .map(AgentId::as_str)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// An agent's status as the text form needs it: read from [`AgentStatus`] (local) or from the
-/// server's `GET /v1/agents/{id}` answer.
-#[derive(Debug, Deserialize)]
-pub struct StatusView {
-    pub id: AgentId,
-    pub state: AgentState,
-    pub usage: f64,
-    pub prompt_tokens: u64,
-    pub max_context_tokens: u32,
-    pub history_len: u64,
-    pub archive_len: u64,
-    pub compaction_count: u32,
-    pub last_compaction: Option<Timestamp>,
-    pub needs_reply: bool,
-    pub pending_tools: Vec<PendingView>,
-    pub config: AgentConfig,
-}
-
-/// A host tool call an agent waits on.
-#[derive(Debug, Deserialize)]
-pub struct PendingView {
-    pub call_id: String,
-    pub name: String,
-    pub deadline: Timestamp,
 }
 
 /// The server's agent list.

@@ -14,10 +14,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use somna_core::config::AgentConfig;
 use somna_core::{AgentId, JournalEntry, Message};
+use somna_runtime::AgentStatus;
 use somna_runtime::agent::Inbound;
 
 use crate::Invalid;
-use crate::output::{AgentListView, Out, StatusView};
+use crate::output::{AgentListView, Out};
 
 /// The largest page the API serves (history, archive, journal).
 const PAGE: usize = 1000;
@@ -264,7 +265,7 @@ impl Remote {
     /// `GET /v1/agents/{id}`.
     pub fn status(&self, id: &AgentId) -> Result<()> {
         let status = self.get(&agent_path(id, "")?, &[])?;
-        self.print(&status, |s: StatusView| self.out.status_text(&s))
+        self.print(&status, |s: AgentStatus| self.out.status_text(&s))
     }
 
     /// `POST /v1/agents/{id}/input`.

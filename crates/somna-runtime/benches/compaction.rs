@@ -9,7 +9,7 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use somna_core::compaction::{PlanRequest, plan, prompt};
+use somna_core::compaction::{PlanOutcome, PlanRequest, plan, prompt};
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, MessageKind, Role, SummaryMeta, ToolCall};
 use somna_core::record::{CompactionMethod, CompactionRecord, Trigger};
@@ -80,22 +80,32 @@ fn filled_store(history: &[Message]) -> (Store, AgentId) {
     (store, id)
 }
 
+/// Plans a compaction of `history` (no fixed prompt tokens, no calibration).
+fn plan_at(
+    history: &[Message],
+    trigger: Trigger,
+    cfg: &AgentConfig,
+    counter: &TokenCounter,
+) -> PlanOutcome {
+    plan(
+        &PlanRequest {
+            history,
+            fixed_tokens: 0,
+            trigger,
+            calibration: 1.0,
+        },
+        &cfg.compaction,
+        counter,
+    )
+}
+
 fn masking_report() {
     let counter = TokenCounter::for_model(MODEL);
     let history = transcript(600, &counter);
     let cfg = config(&history);
-    let p = plan(
-        &PlanRequest {
-            history: &history,
-            fixed_tokens: 0,
-            trigger: Trigger::Manual,
-            calibration: 1.0,
-        },
-        &cfg.compaction,
-        &counter,
-    )
-    .into_plan()
-    .unwrap();
+    let p = plan_at(&history, Trigger::Manual, &cfg, &counter)
+        .into_plan()
+        .unwrap();
     let tools = p
         .body(&history)
         .iter()
@@ -128,18 +138,7 @@ fn benches(c: &mut Criterion) {
     let cfg = config(&history);
 
     c.bench_function("plan/2000", |b| {
-        b.iter(|| {
-            plan(
-                &PlanRequest {
-                    history: &history,
-                    fixed_tokens: 0,
-                    trigger: Trigger::Sleep,
-                    calibration: 1.0,
-                },
-                &cfg.compaction,
-                &counter,
-            )
-        })
+        b.iter(|| plan_at(&history, Trigger::Sleep, &cfg, &counter))
     });
 
     let (store, id) = filled_store(&history);
@@ -147,18 +146,9 @@ fn benches(c: &mut Criterion) {
         b.iter(|| store.history(&id).unwrap())
     });
     let live = store.history(&id).unwrap();
-    let p = plan(
-        &PlanRequest {
-            history: &live,
-            fixed_tokens: 0,
-            trigger: Trigger::Sleep,
-            calibration: 1.0,
-        },
-        &cfg.compaction,
-        &counter,
-    )
-    .into_plan()
-    .unwrap();
+    let p = plan_at(&live, Trigger::Sleep, &cfg, &counter)
+        .into_plan()
+        .unwrap();
     c.bench_function("summarizer_view/2000", |b| {
         b.iter(|| p.summarizer_view(&live, &counter))
     });
@@ -170,18 +160,9 @@ fn benches(c: &mut Criterion) {
             || filled_store(&history),
             |(store, id)| {
                 let live = store.history(&id).unwrap();
-                let p = plan(
-                    &PlanRequest {
-                        history: &live,
-                        fixed_tokens: 0,
-                        trigger: Trigger::Sleep,
-                        calibration: 1.0,
-                    },
-                    &cfg.compaction,
-                    &counter,
-                )
-                .into_plan()
-                .unwrap();
+                let p = plan_at(&live, Trigger::Sleep, &cfg, &counter)
+                    .into_plan()
+                    .unwrap();
                 let view = p.summarizer_view(&live, &counter);
                 assert_eq!(view.len(), p.body.len());
                 let body = p.body(&live);

@@ -179,13 +179,20 @@ impl AgentActor {
             return;
         }
         match self.agent.tick() {
-            Ok(Some(job)) => self.spawn(job, ctx),
+            Ok(Some(job)) => self.spawn(job, ctx, |_| {}),
             Ok(None) => {}
             Err(e) => tracing::error!(agent = %self.agent.id(), error = %e, "tick failed"),
         }
     }
 
-    fn spawn(&mut self, job: Job, ctx: &mut Context<Self>) {
+    /// Runs `job` on the worker pool; when it ends, the agent takes its outcome, `reply` gets it,
+    /// and the next deferred request starts.
+    fn spawn(
+        &mut self,
+        job: Job,
+        ctx: &mut Context<Self>,
+        reply: impl FnOnce(JobOutcome) + 'static,
+    ) {
         self.in_flight = true;
         let kind = job.kind;
         ctx.spawn(
@@ -193,6 +200,7 @@ impl AgentActor {
                 .into_actor(self)
                 .map(move |out, act, ctx| {
                     act.agent.finish(kind, &out);
+                    reply(out);
                     act.job_done(ctx);
                 }),
         );
@@ -204,20 +212,12 @@ impl AgentActor {
             let _ = tx.send(SleepResult::Busy);
             return;
         };
-        self.in_flight = true;
-        let kind = job.kind;
-        ctx.spawn(
-            self.run_job(job)
-                .into_actor(self)
-                .map(move |out, act, ctx| {
-                    act.agent.finish(kind, &out);
-                    let _ = tx.send(SleepResult::Slept {
-                        compaction: out.compaction,
-                        error: out.error,
-                    });
-                    act.job_done(ctx);
-                }),
-        );
+        self.spawn(job, ctx, move |out| {
+            let _ = tx.send(SleepResult::Slept {
+                compaction: out.compaction,
+                error: out.error,
+            });
+        });
     }
 
     /// Starts a compaction now and sends its outcome to `tx`.
@@ -231,24 +231,16 @@ impl AgentActor {
             let _ = tx.send(CompactionOutcome::Busy);
             return;
         };
-        self.in_flight = true;
-        let kind = job.kind;
-        ctx.spawn(
-            self.run_job(job)
-                .into_actor(self)
-                .map(move |out, act, ctx| {
-                    act.agent.finish(kind, &out);
-                    let outcome = match (out.compaction, out.error) {
-                        (Some(c), _) => c,
-                        (None, error) => CompactionOutcome::Failed {
-                            reason: error.unwrap_or_else(|| "no compaction ran".into()),
-                            usage: 0.0,
-                        },
-                    };
-                    let _ = tx.send(outcome);
-                    act.job_done(ctx);
-                }),
-        );
+        self.spawn(job, ctx, move |out| {
+            let outcome = match (out.compaction, out.error) {
+                (Some(c), _) => c,
+                (None, error) => CompactionOutcome::Failed {
+                    reason: error.unwrap_or_else(|| "no compaction ran".into()),
+                    usage: 0.0,
+                },
+            };
+            let _ = tx.send(outcome);
+        });
     }
 
     /// Runs `op` now if the agent is free, else queues it behind the job in flight.

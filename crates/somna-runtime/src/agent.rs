@@ -74,7 +74,7 @@ pub enum AgentState {
 }
 
 /// A host tool call the agent is waiting on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingTool {
     pub call_id: String,
     pub name: String,
@@ -82,8 +82,8 @@ pub struct PendingTool {
     pub deadline: Timestamp,
 }
 
-/// An agent's status, for the API and the CLI.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An agent's status, for the API and the CLI (which also reads it back from the API's answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentStatus {
     pub id: AgentId,
     pub state: AgentState,

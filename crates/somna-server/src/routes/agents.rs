@@ -165,15 +165,24 @@ struct StatusBody<'a> {
     usage_pct: f64,
 }
 
-/// `GET /v1/agents/{id}`: state, usage, counts, last compaction, pending tool calls, config.
-pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
-    no_params(&req)?;
-    let id = path_agent(&req)?;
+/// The status of the agent a parameterless request names.
+async fn agent_status(
+    state: &State,
+    req: &HttpRequest,
+) -> Result<(AgentId, AgentStatus), ApiError> {
+    no_params(req)?;
+    let id = path_agent(req)?;
     let status = state
         .runtime
         .status(&id)
         .await
-        .map_err(|e| runtime_error(&state, &id, e))?;
+        .map_err(|e| runtime_error(state, &id, e))?;
+    Ok((id, status))
+}
+
+/// `GET /v1/agents/{id}`: state, usage, counts, last compaction, pending tool calls, config.
+pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
+    let (_, status) = agent_status(&state, &req).await?;
     json(
         StatusCode::OK,
         &StatusBody {
@@ -185,13 +194,7 @@ pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
 
 /// `GET /v1/agents/{id}/config`: the config the agent runs with.
 pub(crate) async fn get_config(state: State, req: HttpRequest) -> Reply {
-    no_params(&req)?;
-    let id = path_agent(&req)?;
-    let status = state
-        .runtime
-        .status(&id)
-        .await
-        .map_err(|e| runtime_error(&state, &id, e))?;
+    let (id, status) = agent_status(&state, &req).await?;
     json(
         StatusCode::OK,
         &IdAndConfig {
