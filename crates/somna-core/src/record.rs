@@ -204,6 +204,23 @@ pub enum EventRecord {
     },
     /// Anything else worth keeping (warnings, consolidation summaries).
     Note { at: Timestamp, text: String },
+    /// An emergency compaction could not use the LLM's summary and fell back to deterministic
+    /// reduction (masking, the builtin extractive summary, the archive marker). Each committed
+    /// step is also logged on its own (`Masking`, `Compaction`); this says why and where it ended.
+    EmergencyFallback {
+        at: Timestamp,
+        /// Why the LLM summary could not be used (the summarizer's error, or the rejected summary).
+        reason: String,
+        /// The steps that committed, in order.
+        #[serde(default)]
+        steps: Vec<CompactionMethod>,
+        /// Prompt tokens before the emergency and after the last step.
+        tokens_before: u64,
+        tokens_after: u64,
+        /// Set when the prompt is still at or above the emergency threshold: exactly why.
+        #[serde(default)]
+        stuck: Option<String>,
+    },
 }
 
 impl EventRecord {
@@ -214,7 +231,8 @@ impl EventRecord {
             EventRecord::Uncompaction { at, .. }
             | EventRecord::Masking { at, .. }
             | EventRecord::CompactionFailed { at, .. }
-            | EventRecord::Note { at, .. } => *at,
+            | EventRecord::Note { at, .. }
+            | EventRecord::EmergencyFallback { at, .. } => *at,
         }
     }
 }

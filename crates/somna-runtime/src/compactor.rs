@@ -398,12 +398,15 @@ impl Compactor {
             return Ok(Committed::Conflict("empty body".into()));
         };
         let covers_from = first.summary().map_or(first.seq, |s| s.covers_from_seq);
+        // A body that ends with a summary (the marker replacing the extractive summary) covers
+        // through what that summary covers, not through the summary's own seq.
+        let covers_through = last.summary().map_or(last.seq, |s| s.covers_through_seq);
         let mut summary = Message::new(Role::System, prompt::summary_content(&text)).at(req.now);
         summary.seq = first.seq;
         summary.tokens = counter.count_message(&summary);
         summary.kind = MessageKind::Summary(SummaryMeta {
             covers_from_seq: covers_from,
-            covers_through_seq: last.seq,
+            covers_through_seq: covers_through,
             compacted_count: body.len() as u32,
             original_tokens: plan.body_tokens.min(u64::from(u32::MAX)) as u32,
             summary_tokens: summary.tokens,
@@ -423,7 +426,7 @@ impl Compactor {
             req.now,
             text.clone(),
             covers_from,
-            last.seq,
+            covers_through,
         )];
         journal.extend(
             self.extract(req, plan, history, counter)
@@ -433,7 +436,7 @@ impl Compactor {
                 .map(|(fact, importance)| {
                     JournalEntry::new(req.now, SourceType::Extraction, importance, fact)
                         .with_tags(["extraction"])
-                        .covering(covers_from, last.seq)
+                        .covering(covers_from, covers_through)
                 }),
         );
         let record = CompactionRecord {
@@ -441,7 +444,7 @@ impl Compactor {
             trigger: req.trigger,
             method,
             summary_seq: summary.seq,
-            covers: (covers_from, last.seq),
+            covers: (covers_from, covers_through),
             compacted: body.len() as u32,
             preserved: plan.tail.len() as u32,
             tokens_before,
@@ -568,6 +571,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
         };
         let fits = |usage: f64| usage < cfg.emergency_threshold;
         let mut last_report: Option<CompactionReport> = None;
+        let mut steps = Vec::new();
 
         // Step 1: mask every old tool output outside the preserve window.
         let history = self.store.history(req.agent)?;
@@ -582,6 +586,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
                 let usage = usage_of(&self.store)?;
                 let tokens_after = (usage * max / calibration) as u64;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");
+                steps.push(CompactionMethod::MaskOnly);
                 last_report = Some(CompactionReport {
                     trigger: req.trigger,
                     method: CompactionMethod::MaskOnly,
@@ -597,7 +602,9 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
                     warning: None,
                 });
                 if fits(usage) {
-                    return Ok(CompactionOutcome::Done(finish(last_report, tokens_before)));
+                    let report = finish(last_report, tokens_before);
+                    self.log_fallback(req, &reason, steps, &report, None)?;
+                    return Ok(CompactionOutcome::Done(report));
                 }
             }
         }
@@ -636,13 +643,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
                     )
                     .render()
                 }
-                _ => format!(
-                    "{} earlier messages (#{}–#{}) were archived without a summary to keep the \
-context within its window. They are kept in the archive: use `recall` to search them.",
-                    body.len(),
-                    body.first().map_or(0, |m| m.seq),
-                    body.last().map_or(0, |m| m.seq),
-                ),
+                _ => archive_marker_text(body),
             };
             match self
                 .commit_summary(
@@ -659,26 +660,123 @@ context within its window. They are kept in the archive: use `recall` to search 
                 Committed::Done(report) => {
                     let usage = usage_of(&self.store)?;
                     last_report = Some(report);
+                    steps.push(method);
                     if fits(usage) {
-                        return Ok(CompactionOutcome::Done(finish(last_report, tokens_before)));
+                        let report = finish(last_report, tokens_before);
+                        self.log_fallback(req, &reason, steps, &report, None)?;
+                        return Ok(CompactionOutcome::Done(report));
                     }
                 }
-                Committed::Stalled(_) | Committed::Conflict(_) => continue,
+                Committed::Stalled(pct) => {
+                    tracing::debug!(agent = %req.agent, ?method, reduction = format!("{pct:.1}%"), "emergency step stalled");
+                }
+                Committed::Conflict(why) => {
+                    tracing::debug!(agent = %req.agent, ?method, %why, "emergency step conflicted");
+                }
             }
         }
         let usage = usage_of(&self.store)?;
+        let stuck = self
+            .over_threshold(req.agent, req.config, req.fixed_tokens)?
+            .unwrap_or_else(|| format!("usage is {:.0}%", usage * 100.0));
         match last_report {
             Some(report) => {
-                tracing::warn!(agent = %req.agent, usage, "emergency fallback could not reach the threshold: the preserve window alone is too large");
-                Ok(CompactionOutcome::Done(finish(Some(report), tokens_before)))
+                tracing::warn!(agent = %req.agent, %stuck, "emergency fallback could not reach the threshold");
+                let report = finish(Some(report), tokens_before);
+                self.log_fallback(req, &reason, steps, &report, Some(stuck))?;
+                Ok(CompactionOutcome::Done(report))
             }
             None => {
-                let why = format!("{reason}; no deterministic reduction was possible");
+                let why = format!("{reason}; no deterministic reduction was possible: {stuck}");
                 self.log_failure(req, why.clone())?;
                 Ok(CompactionOutcome::Failed { reason: why, usage })
             }
         }
     }
+
+    /// Logs why an emergency fell back and where it ended, in the agent's durable event log.
+    fn log_fallback(
+        &self,
+        req: &CompactRequest<'_>,
+        reason: &str,
+        steps: Vec<CompactionMethod>,
+        report: &CompactionReport,
+        stuck: Option<String>,
+    ) -> Result<(), CompactError> {
+        self.store.log_event(
+            req.agent,
+            EventRecord::EmergencyFallback {
+                at: req.now,
+                reason: reason.to_string(),
+                steps,
+                tokens_before: report.tokens_before,
+                tokens_after: report.tokens_after,
+                stuck,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Why `agent`'s prompt is still at or above its emergency threshold, in numbers: what takes
+    /// the room that no emergency compaction can free (the persona and working context, the
+    /// summaries, and the recent messages it keeps verbatim). `None` when usage is below it.
+    /// `fixed_tokens` are the prompt's tokens outside history, as in [`CompactRequest`].
+    pub fn over_threshold(
+        &self,
+        agent: &AgentId,
+        config: &AgentConfig,
+        fixed_tokens: u64,
+    ) -> Result<Option<String>, CompactError> {
+        let cfg = &config.compaction;
+        let counter = TokenCounter::for_model(&config.model);
+        let calibration = self.calibration(agent, &counter)?;
+        let history = self.store.history(agent)?;
+        let max = u64::from(cfg.max_context_tokens.max(1));
+        let raw = fixed_tokens + history.iter().map(|m| u64::from(m.tokens)).sum::<u64>();
+        let tokens = (raw as f64 * calibration).round() as u64;
+        let usage = tokens as f64 / max as f64;
+        if usage < cfg.emergency_threshold {
+            return Ok(None);
+        }
+        let (summaries, kept): (Vec<&Message>, Vec<&Message>) = history
+            .iter()
+            .partition(|m| matches!(m.kind, MessageKind::Summary(_)));
+        let summary_tokens: u64 = summaries.iter().map(|m| u64::from(m.tokens)).sum();
+        let kept_tokens: u64 = kept.iter().map(|m| u64::from(m.tokens)).sum();
+        let largest = kept
+            .iter()
+            .max_by_key(|m| m.tokens)
+            .map(|m| format!(", the largest #{} with {} tokens", m.seq, m.tokens))
+            .unwrap_or_default();
+        let calibrated = if (calibration - 1.0).abs() > f64::EPSILON {
+            format!(" (counts calibrated ×{calibration:.2})")
+        } else {
+            String::new()
+        };
+        Ok(Some(format!(
+            "the prompt is still {tokens} tokens, {:.0}% of max_context_tokens {max} (emergency_threshold {:.0}%){calibrated}: the persona and working context take {fixed_tokens} tokens, {} summary or marker message(s) {summary_tokens}, and the {} messages kept verbatim {kept_tokens}{largest}; the threshold is {} tokens and an emergency never archives the messages it keeps (the preserve window, at most preserve_ratio {} of the window), so nothing more can be freed until the history changes",
+            usage * 100.0,
+            cfg.emergency_threshold * 100.0,
+            summaries.len(),
+            kept.len(),
+            (cfg.emergency_threshold * max as f64).ceil() as u64,
+            cfg.preserve_ratio,
+        )))
+    }
+}
+
+/// The text of an archive marker over `body`: what it stands for, where the originals are.
+fn archive_marker_text(body: &[Message]) -> String {
+    let from = body
+        .first()
+        .map_or(0, |m| m.summary().map_or(m.seq, |s| s.covers_from_seq));
+    let through = body
+        .last()
+        .map_or(0, |m| m.summary().map_or(m.seq, |s| s.covers_through_seq));
+    format!(
+        "Earlier messages #{from}–#{through} were archived without a summary to keep the context \
+within its window. They are kept in the archive: use `recall` to search them."
+    )
 }
 
 /// The outcome of trying to commit one summary.

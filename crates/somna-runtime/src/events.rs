@@ -84,6 +84,16 @@ pub enum Event {
         agent: AgentId,
         message: String,
     },
+    /// An emergency compaction ended with usage still at or above the emergency threshold.
+    /// Emitted once; no emergency runs again until the history changes.
+    EmergencyStuck {
+        agent: AgentId,
+        /// Usage after the emergency, 0–1.
+        usage: f64,
+        threshold: f64,
+        /// Exactly why, with the numbers (see `Compactor::over_threshold`).
+        reason: String,
+    },
 }
 
 impl Event {
@@ -103,7 +113,8 @@ impl Event {
             | Event::ToolCallRequested { agent, .. }
             | Event::ToolCallTimedOut { agent, .. }
             | Event::Warning { agent, .. }
-            | Event::Error { agent, .. } => agent,
+            | Event::Error { agent, .. }
+            | Event::EmergencyStuck { agent, .. } => agent,
         }
     }
 
@@ -124,6 +135,7 @@ impl Event {
             Event::ToolCallTimedOut { .. } => "tool_call_timed_out",
             Event::Warning { .. } => "warning",
             Event::Error { .. } => "error",
+            Event::EmergencyStuck { .. } => "emergency_stuck",
         }
     }
 }
@@ -157,7 +169,10 @@ impl EventBus {
     /// Logs `event` and sends it to subscribers (none listening is fine).
     pub fn emit(&self, at: Timestamp, event: Event) {
         match &event {
-            Event::CompactionFailed { .. } | Event::Warning { .. } | Event::Error { .. } => {
+            Event::CompactionFailed { .. }
+            | Event::Warning { .. }
+            | Event::Error { .. }
+            | Event::EmergencyStuck { .. } => {
                 tracing::warn!(agent = %event.agent(), kind = event.kind(), ?event, "event");
             }
             Event::AgentReplied { .. } => {

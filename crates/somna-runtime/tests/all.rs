@@ -4,4 +4,5 @@
 mod compactor;
 mod properties;
 mod runtime;
+mod sleep;
 mod support;

@@ -409,3 +409,145 @@ async fn injected_instructions_stay_inside_the_frame() {
     );
     assert!(user.contains("PWNED"), "the text is kept, as data");
 }
+
+/// A client whose server is unreachable: a loopback port nobody listens on.
+fn unreachable_client() -> std::sync::Arc<dyn somna_llm::LlmClient> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = somna_core::config::LlmConfig {
+        provider: somna_core::config::Provider::Openai,
+        model: MODEL.into(),
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        api_key_env: String::new(),
+        timeout: Duration::from_secs(2),
+        max_retries: 0,
+        max_concurrent: 4,
+    };
+    somna_llm::build_client(&cfg, &|_| None).unwrap()
+}
+
+/// Issue 10, item 1: a 1700-token window, the LLM unreachable, the agent pushed above 80%.
+/// Masking has nothing to mask and the extractive summary alone is not enough, so the ladder
+/// reaches the archive marker, which must commit and end below the threshold.
+#[tokio::test]
+async fn the_emergency_ladder_ends_below_the_threshold_with_the_llm_unreachable() {
+    let store = Store::temporary().unwrap();
+    let agent = id("smith");
+    store.create_agent(&agent, NOW).unwrap();
+    let mut cfg = somna_core::config::AgentConfig::with_builtin_defaults(agent.clone());
+    cfg.model = MODEL.into();
+    cfg.compaction.max_context_tokens = 1700;
+    let counter = counter();
+    // The persona and the working context take more than half of the window.
+    let fixed_tokens = 900;
+    let mut i = 0;
+    while ((fixed_tokens + store.usage_tokens(&agent).unwrap()) as f64) < 0.91 * 1700.0 {
+        let mut m = if i % 2 == 0 {
+            somna_core::Message::user(line(i)).with_name("Aldric")
+        } else {
+            somna_core::Message::assistant(format!("Noted: {}", line(i)))
+        };
+        m.created_at = Timestamp(NOW.0 + i as u64 * 1000);
+        m.tokens = counter.count_message(&m);
+        store.append(&agent, m).unwrap();
+        i += 1;
+    }
+    let engine = Compactor::new(store.clone(), unreachable_client());
+    let outcome = engine
+        .compact(CompactRequest {
+            agent: &agent,
+            config: &cfg,
+            trigger: Trigger::Emergency,
+            fixed_tokens,
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let report = outcome.report().unwrap_or_else(|| panic!("{outcome:?}"));
+    assert_eq!(report.method, CompactionMethod::ArchiveMarker, "{report:?}");
+    assert!(
+        report.usage_after < cfg.compaction.emergency_threshold,
+        "{report:?}"
+    );
+    // The marker stands for everything the extractive summary covered.
+    let history = snapshot(&store, &agent);
+    let meta = history[0].summary().expect("the marker leads the history");
+    assert_eq!(meta.covers_from_seq, 0);
+    assert!(
+        history[0]
+            .content
+            .contains(&format!("#0–#{}", meta.covers_through_seq))
+    );
+    // The durable log says why the emergency fell back, and that it ended below the threshold.
+    let events = store.events(&agent, 10).unwrap();
+    let fallback = events
+        .iter()
+        .find_map(|e| match &e.event {
+            EventRecord::EmergencyFallback {
+                reason,
+                steps,
+                stuck,
+                ..
+            } => Some((reason, steps, stuck)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(fallback.0.contains("refused"), "{}", fallback.0);
+    assert_eq!(
+        fallback.1,
+        &[
+            CompactionMethod::Extractive,
+            CompactionMethod::ArchiveMarker
+        ]
+    );
+    assert_eq!(fallback.2, &None);
+    assert_invariants(&store, &agent);
+}
+
+/// When even the archive marker cannot get below the threshold (here the persona and working
+/// context alone take 88% of the window), the fallback still commits what it can, and says
+/// exactly why it is stuck, with the numbers, in its report's durable record.
+#[tokio::test]
+async fn an_emergency_that_cannot_reach_the_threshold_says_why() {
+    let (store, agent, mut cfg) = setup(30, 0.5);
+    cfg.compaction.max_context_tokens = 1700;
+    let fixed_tokens = 1500;
+    let engine = Compactor::new(store.clone(), unreachable_client());
+    let outcome = engine
+        .compact(CompactRequest {
+            agent: &agent,
+            config: &cfg,
+            trigger: Trigger::Emergency,
+            fixed_tokens,
+            now: NOW,
+        })
+        .await
+        .unwrap();
+    let report = outcome.report().unwrap_or_else(|| panic!("{outcome:?}"));
+    assert!(report.usage_after >= cfg.compaction.emergency_threshold);
+    let events = store.events(&agent, 10).unwrap();
+    let stuck = events
+        .iter()
+        .find_map(|e| match &e.event {
+            EventRecord::EmergencyFallback { stuck, .. } => stuck.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(
+        stuck.contains("the persona and working context take 1500 tokens"),
+        "{stuck}"
+    );
+    assert!(stuck.contains("max_context_tokens 1700"), "{stuck}");
+    assert_eq!(
+        engine
+            .over_threshold(&agent, &cfg, fixed_tokens)
+            .unwrap()
+            .as_deref(),
+        Some(stuck.as_str())
+    );
+    assert_eq!(engine.over_threshold(&agent, &cfg, 0).unwrap(), None);
+    assert_invariants(&store, &agent);
+}

@@ -535,7 +535,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
     let mut rx = runtime.subscribe();
     let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::Warning { .. })
+        matches!(e, Event::EmergencyStuck { .. })
     })
     .await;
     assert_eq!(
@@ -544,8 +544,17 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
             "emergency_triggered",
             "compaction_started",
             "compaction_skipped",
-            "warning"
+            "emergency_stuck"
         ]
+    );
+    let Some(Event::EmergencyStuck { reason, .. }) = events.last() else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains(&format!(
+            "the persona and working context take {persona_tokens}"
+        )),
+        "{reason}"
     );
     // 30 more ticks: no new emergency.
     tokio::time::sleep(Duration::from_millis(600)).await;

@@ -1,0 +1,216 @@
+//! Sleep in a running runtime: consolidation, reflection, compaction, and what the sleep's result
+//! says when a step fails. The stub server plays the LLM.
+
+use std::time::Duration;
+
+use somna_core::config::ResolvedConfig;
+use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
+use somna_runtime::actor::SleepResult;
+use somna_runtime::agent::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES};
+use somna_runtime::compactor::CompactionOutcome;
+use somna_runtime::{Runtime, RuntimeOptions};
+use somna_store::Store;
+use somna_testkit::{Reply, StubLlmServer};
+
+use crate::support::*;
+
+/// A config with `agents` (id, max_context_tokens) and extra `[defaults]`/`[runtime]` lines.
+fn config(agents: &[(&str, u32)], runtime: &str, memory: &str) -> ResolvedConfig {
+    let mut text = format!(
+        r#"
+[runtime]
+{runtime}
+[defaults]
+persona = "You are Brannoc, the village smith."
+model = "{MODEL}"
+tick_every = "20ms"
+sleep_every = "150ms"
+sleep_jitter = "0s"
+[defaults.memory]
+{memory}
+[defaults.compaction]
+preserve_messages = 6
+preserve_ratio = 0.1
+min_compact_batch = 4
+summary_max_tokens = 300
+sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
+"#
+    );
+    for (id, max) in agents {
+        text.push_str(&format!(
+            "[[agents]]\nid = \"{id}\"\ncompaction.max_context_tokens = {max}\n"
+        ));
+    }
+    ResolvedConfig::load(&text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn options(schedule_sleeps: bool) -> RuntimeOptions {
+    RuntimeOptions {
+        arbiters: 2,
+        schedule_sleeps,
+        ..Default::default()
+    }
+}
+
+/// A store where `agent` has `n` journal entries of importance `importance`.
+fn journaled(store: &Store, agent: &AgentId, n: usize, importance: u8) {
+    store.create_agent(agent, Timestamp(0)).unwrap();
+    for i in 0..n {
+        store
+            .append_journal(
+                agent,
+                JournalEntry::new(
+                    Timestamp(i as u64 + 1),
+                    SourceType::Observation,
+                    importance,
+                    line(i),
+                ),
+            )
+            .unwrap();
+    }
+}
+
+fn slept(result: SleepResult) -> (Option<CompactionOutcome>, Option<String>) {
+    match result {
+        SleepResult::Slept { compaction, error } => (compaction, error),
+        SleepResult::Busy => panic!("busy"),
+    }
+}
+
+/// Issue 10, item 3: a consolidation reply without fact lines must not mark entries consolidated;
+/// an explicit "(none)" does, with no fact.
+#[actix::test]
+async fn a_consolidation_reply_without_facts_marks_nothing() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    journaled(&store, &smith, 10, 6);
+    let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 1000");
+    let llm = stub_client(&stub, Duration::from_secs(5));
+    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+
+    stub.push(Reply::text("I have read the journal carefully."));
+    let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
+    let error = error.expect("the sleep reports the failed consolidation");
+    assert!(error.contains("consolidation failed"), "{error}");
+    assert!(error.contains("no `- fact` lines"), "{error}");
+    assert_eq!(store.unconsolidated(&smith, 1).unwrap().len(), 10);
+    assert!(store.facts(&smith).unwrap().is_empty());
+
+    stub.push(Reply::text("(none)"));
+    let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
+    assert_eq!(error, None);
+    assert!(store.unconsolidated(&smith, 1).unwrap().is_empty());
+    assert!(store.facts(&smith).unwrap().is_empty());
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Issue 10, item 4: with the LLM failing, the sleep's result carries every failed step.
+#[actix::test]
+async fn a_sleep_result_carries_every_failed_step() {
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::Status(500, "{\"error\":\"boom\"}".into()));
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    journaled(&store, &smith, 10, 6);
+    fill(&store, &smith, 40, Timestamp(0));
+    // Usage 75%: above the sleep threshold, below the emergency one.
+    let persona = u64::from(counter().count_text("You are Brannoc, the village smith."));
+    let window = ((store.usage_tokens(&smith).unwrap() + persona) as f64 / 0.75).ceil() as u32;
+    let cfg = config(&[("smith", window)], "", "reflection_threshold = 20");
+    let llm = stub_client(&stub, Duration::from_secs(5));
+    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+
+    let (compaction, error) = slept(runtime.sleep(&smith).await.unwrap());
+    assert!(
+        matches!(compaction, Some(CompactionOutcome::Failed { .. })),
+        "{compaction:?}"
+    );
+    let error = error.expect("the sleep reports its failures");
+    for step in [
+        "consolidation failed",
+        "reflection failed",
+        "compaction failed",
+    ] {
+        assert!(error.contains(step), "{step}: {error}");
+    }
+    assert_eq!(store.unconsolidated(&smith, 1).unwrap().len(), 10);
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Reflection runs during sleep once enough importance accumulated, and its size is capped.
+#[actix::test]
+async fn reflection_during_sleep_writes_capped_entries() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    journaled(&store, &smith, 6, 9);
+    let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 50");
+    let llm = stub_client(&stub, Duration::from_secs(5));
+    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+    let long = "Aldric keeps coming back to the mill and its orders ".repeat(40);
+    stub.push(Reply::text("- Aldric orders tools for the mill [#1, #2]"));
+    stub.push(Reply::text(
+        (0..6)
+            .map(|i| format!("- {i}: {long}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ));
+
+    let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
+    assert_eq!(error, None);
+    let reflections = store
+        .query_journal(
+            &smith,
+            &JournalQuery {
+                source_type: Some(SourceType::Reflection),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(reflections.len(), MAX_REFLECTION_LINES, "{reflections:?}");
+    for r in &reflections {
+        let chars = r.content.chars().count();
+        assert!(chars <= MAX_REFLECTION_CHARS, "{chars}: {}", r.content);
+        assert!(r.content.ends_with('…'), "{}", r.content);
+    }
+    let system = stub.last_request().unwrap().last_content("system").unwrap();
+    assert!(
+        system.contains("Look back on your recent journal"),
+        "{system}"
+    );
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// `max_concurrent_sleeps` holds in a running runtime: four agents due at once, two sleep at a
+/// time (each sleep's consolidation call is held open by the stub).
+#[actix::test]
+async fn max_concurrent_sleeps_caps_scheduled_sleeps() {
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::delayed(
+        Duration::from_millis(300),
+        Reply::text("- Aldric orders tools for the mill"),
+    ));
+    let store = Store::temporary().unwrap();
+    let names = ["a1", "a2", "a3", "a4"];
+    for name in names {
+        journaled(&store, &id(name), 3, 6);
+    }
+    let agents: Vec<(&str, u32)> = names.iter().map(|n| (*n, 100_000)).collect();
+    let cfg = config(
+        &agents,
+        "max_concurrent_sleeps = 2",
+        "reflection_threshold = 1000",
+    );
+    let llm = stub_client(&stub, Duration::from_secs(5));
+    let runtime = Runtime::start(cfg, store.clone(), llm, options(true)).unwrap();
+    assert!(
+        stub.wait_for_requests(4, Duration::from_secs(10)).await,
+        "every agent slept"
+    );
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(stub.max_in_flight(), 2, "two sleeps at a time, not more");
+    for name in names {
+        assert!(store.unconsolidated(&id(name), 1).unwrap().is_empty());
+    }
+}
