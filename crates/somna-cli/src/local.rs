@@ -128,6 +128,10 @@ impl Local {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         agent.inbound(input)?;
+        // `[store] durable_acks`: say "appended" only once it survives a kill.
+        if self.config.store.durable_acks {
+            self.store.flush()?;
+        }
         self.out
             .done("appended; the agent answers when the runtime next runs (`somna run`)");
         Ok(())

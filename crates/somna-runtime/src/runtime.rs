@@ -303,13 +303,20 @@ impl Runtime {
         ids
     }
 
-    /// Sends input to an agent.
+    /// Sends input to an agent. Returns once the agent has appended it to its history and, with
+    /// `[store] durable_acks` (the default), once it is flushed: an `Ok` input survives a process
+    /// kill and power loss. The wait is a group commit in the store ([`Store::durable`]): the
+    /// actor is not held during it, and one flush serves every input waiting at that moment.
     pub async fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
         self.addr(id)?
             .send(actor::Input(input))
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
-            .map_err(|e| RuntimeError::Input(id.clone(), e))
+            .map_err(|e| RuntimeError::Input(id.clone(), e))?;
+        if self.inner.config.store.durable_acks {
+            self.inner.store.durable().await?;
+        }
+        Ok(())
     }
 
     /// Runs one tick of an agent now.

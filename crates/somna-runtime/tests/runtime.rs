@@ -653,3 +653,47 @@ async fn uncompact_through_the_runtime_restores_and_says_so() {
     );
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// With `[store] durable_acks` (the default) `send` returns only after a group-commit flush that
+/// started after the input was appended; with `durable_acks = false` it waits for no flush.
+#[actix::test]
+async fn send_waits_for_a_flush_only_with_durable_acks() {
+    for durable in [true, false] {
+        let store = Store::temporary().unwrap();
+        let smith = id("smith");
+        let cfg = config(&[("smith", 8192, "")]);
+        let cfg = ResolvedConfig {
+            store: somna_core::config::StoreConfig {
+                durable_acks: durable,
+                ..cfg.store.clone()
+            },
+            ..cfg
+        };
+        let runtime = Runtime::start(
+            cfg,
+            store.clone(),
+            Arc::new(somna_llm::BuiltinClient::new()),
+            options(),
+        )
+        .unwrap();
+        for i in 0..3 {
+            runtime
+                .send(
+                    &smith,
+                    Inbound::Observation {
+                        content: format!("bell {i} rings"),
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        let stats = store.group_commit_stats();
+        if durable {
+            assert_eq!(stats.served, 3, "{stats:?}");
+            assert!((1..=3).contains(&stats.flushes), "{stats:?}");
+        } else {
+            assert_eq!(stats, somna_store::GroupCommitStats::default());
+        }
+        runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
+}

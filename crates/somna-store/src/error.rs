@@ -83,6 +83,10 @@ pub enum StoreError {
         /// What was found.
         reason: String,
     },
+    /// A [`Store::durable`](crate::Store::durable) wait outlived the store (its last handle was
+    /// dropped before the flush), so nothing vouches that the writes reached the disk.
+    #[error("the store was closed before the writes were flushed")]
+    Closed,
 }
 
 /// An error of the storage engine. Opaque so that no sled type leaks out of this crate.

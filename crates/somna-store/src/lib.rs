@@ -5,6 +5,7 @@
 //!
 //! - [`store`]: [`Store`] and [`StoreOptions`]: opening, flushing, agents and their records, the
 //!   per-agent in-memory state that makes [`Store::usage_tokens`] O(1).
+//! - [`durable`]: group commit, [`Store::durable`]: wait until every write so far survives a kill.
 //! - [`messages`]: appending to history and reading history and the archive (views over the trees,
 //!   built in a private `view` module: see docs/storage.md, "Layout 2").
 //! - [`compaction`]: the atomic [`Store::commit_compaction`], [`Store::commit_masking`] and
@@ -22,6 +23,7 @@
 pub mod check;
 pub mod codec;
 pub mod compaction;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod journal;
@@ -32,6 +34,7 @@ mod view;
 
 pub use check::InvariantReport;
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
+pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
 pub use events::LoggedEvent;
 pub use store::{Store, StoreOptions};

@@ -21,15 +21,16 @@ use somna_core::tokens::Calibration;
 use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
 
 use crate::codec;
+use crate::durable::{FlushFailure, GroupCommit};
 use crate::error::{Result, StoreError};
 use crate::keys;
 
 /// How to open a [`Store`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// How often sled's background thread flushes (fsyncs) written data. A write is durable after
-    /// the next flush; zero turns the background flush off (only [`Store::flush`] and dropping the
-    /// last handle flush).
+    /// How often sled's background thread flushes (fsyncs) written data; must be above zero. A
+    /// write survives a kill after the next flush: this one, [`Store::flush`], a
+    /// [`Store::durable`] wait, or dropping the last handle, whichever comes first.
     pub flush_every: Duration,
 }
 
@@ -59,6 +60,8 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) db: sled::Db,
     pub(crate) trees: Trees,
+    /// The group commit behind [`Store::durable`].
+    pub(crate) group: GroupCommit,
     /// Per-agent state, loaded from the agent's record on first use and never evicted (one small
     /// struct per agent).
     states: RwLock<HashMap<AgentId, Arc<AgentState>>>,
@@ -299,10 +302,18 @@ impl Store {
     /// retried once. A database that is open elsewhere fails earlier, on sled's file lock.
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         let path = path.as_ref();
-        let flush_ms = u64::try_from(options.flush_every.as_millis()).unwrap_or(u64::MAX);
+        if options.flush_every.is_zero() {
+            return Err(StoreError::Invalid {
+                what: "store options",
+                reason: "flush_every must be above zero".to_string(),
+            });
+        }
+        let flush_ms = u64::try_from(options.flush_every.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let config = sled::Config::new()
             .path(path)
-            .flush_every_ms((flush_ms > 0).then_some(flush_ms));
+            .flush_every_ms(Some(flush_ms));
         let db = match open_waiting_for_lock(&config) {
             Ok(db) => db,
             Err(e @ sled::Error::Corruption { .. }) => {
@@ -343,10 +354,19 @@ impl Store {
             undo: db.open_tree(UNDO)?,
         };
         Ok(Store {
-            inner: Arc::new(Inner {
-                db,
-                trees,
-                states: RwLock::new(HashMap::new()),
+            inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
+                // The flusher holds no strong handle, so dropping the last `Store` still closes
+                // (and flushes) the database at once.
+                let weak = weak.clone();
+                Inner {
+                    db,
+                    trees,
+                    group: GroupCommit::new(move || match weak.upgrade() {
+                        Some(inner) => inner.db.flush().map(drop).map_err(FlushFailure::Engine),
+                        None => Err(FlushFailure::Closed),
+                    }),
+                    states: RwLock::new(HashMap::new()),
+                }
             }),
         })
     }

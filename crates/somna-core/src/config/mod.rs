@@ -386,17 +386,24 @@ impl Default for LlmConfig {
 pub struct StoreConfig {
     /// The sled database directory (relative paths are relative to the config file's directory).
     pub path: PathBuf,
-    /// sled's background flush interval.
+    /// sled's background flush (fsync) interval; must be above zero. Bounds what a kill can take
+    /// of the writes nobody waited on (replies, compactions, journal entries).
     #[serde(with = "humantime_serde")]
     pub flush_every: Duration,
+    /// Acknowledge an input (HTTP 202, `Runtime::send`, `somna send`) only once it is flushed, so an
+    /// acknowledged input survives a process kill and power loss (group commit). `false`
+    /// acknowledges as soon as the input is in sled's in-memory log: faster, but a kill within
+    /// `flush_every` can lose it.
+    pub durable_acks: bool,
 }
 
 impl Default for StoreConfig {
-    /// The built-in defaults: `./data`, flushed every 500 ms.
+    /// The built-in defaults: `./data`, flushed every 500 ms, durable acknowledgements.
     fn default() -> Self {
         StoreConfig {
             path: PathBuf::from("data"),
             flush_every: Duration::from_millis(500),
+            durable_acks: true,
         }
     }
 }

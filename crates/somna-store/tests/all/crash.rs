@@ -1,9 +1,13 @@
 //! Crash test: a child process (this test binary, re-run in child mode) loops over appends,
 //! compactions, maskings and uncompactions on one database directory while this process SIGKILLs it
-//! at random moments. After every kill the database must open and `check_invariants` must be clean.
+//! at random moments. Some appends are acknowledged: the child waits for `Store::durable` and then
+//! prints an `ACK seq content` line. After every kill the database must open, `check_invariants`
+//! must be clean, and every message acknowledged so far must be there (in live history or the
+//! archive) exactly once, with its content.
 //!
 //! `SOMNA_CRASH_KILLS` sets the number of kills (default 60); `SOMNA_CRASH_SEED` replays a run.
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
@@ -12,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
-use somna_core::{JournalEntry, MessageKind, SourceType};
+use somna_core::{AgentId, JournalEntry, Message, MessageKind, SourceType};
 use somna_store::{CommitOutcome, Store, StoreOptions};
 
 use crate::common::*;
@@ -21,6 +25,57 @@ use crate::common::*;
 const CHILD_DIR: &str = "SOMNA_STORE_CRASH_CHILD_DIR";
 /// Set in the child's environment: the child's random seed.
 const CHILD_SEED: &str = "SOMNA_STORE_CRASH_CHILD_SEED";
+/// The prefix of the child's stdout line for a durable (acknowledged) message: `ACK seq content`.
+const ACK: &str = "ACK ";
+
+/// Adds the child's `ACK seq content` lines to `acked` (a last line cut off by the kill is not an
+/// acknowledgement). A seq acknowledged twice with different contents is an error.
+fn read_acks(stdout: &str, acked: &mut BTreeMap<u64, String>) -> Result<usize, String> {
+    let complete = stdout.rfind('\n').map_or("", |end| &stdout[..end]);
+    let mut n = 0;
+    for line in complete.lines() {
+        let Some(rest) = line.strip_prefix(ACK) else {
+            continue;
+        };
+        let (seq, content) = rest
+            .split_once(' ')
+            .ok_or_else(|| format!("malformed ack line {line:?}"))?;
+        let seq: u64 = seq.parse().map_err(|e| format!("{line:?}: {e}"))?;
+        if let Some(before) = acked.insert(seq, content.to_string())
+            && before != content
+        {
+            return Err(format!(
+                "seq {seq} was acknowledged as {before:?} and later as {content:?}: the first was lost"
+            ));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Every acknowledged message must be in live history or the archive exactly once, with its
+/// content; returns what is wrong.
+fn missing_acks(store: &Store, id: &AgentId, acked: &BTreeMap<u64, String>) -> Vec<String> {
+    let mut found: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let history = store.history(id).unwrap();
+    let archive = store.archive_range(id, 0, usize::MAX).unwrap();
+    for m in history.iter().chain(&archive).filter(|m| m.is_normal()) {
+        found.entry(m.seq).or_default().push(m.content.clone());
+    }
+    let mut problems = Vec::new();
+    for (seq, content) in acked {
+        match found.get(seq).map(Vec::as_slice) {
+            Some([one]) if one == content => {}
+            None | Some([]) => {
+                problems.push(format!("acknowledged seq {seq} ({content:?}) is lost"))
+            }
+            Some(copies) => problems.push(format!(
+                "acknowledged seq {seq} ({content:?}) is stored as {copies:?}"
+            )),
+        }
+    }
+    problems
+}
 
 fn rng(seed: u64) -> TestRng {
     let mut bytes = [0u8; 32];
@@ -51,8 +106,19 @@ fn child_loop(dir: &Path, seed: u64) {
     store.ensure_agent(&id, NOW).unwrap();
     for op in 0u64.. {
         match rng.random_range(0..10u32) {
-            0..=4 => {
+            0..=2 => {
                 append_n(&store, &id, rng.random_range(1..8u64));
+            }
+            3 | 4 => {
+                // An acknowledged append: report it only once it is durable.
+                let batch: Vec<Message> = (0..rng.random_range(1..4u64))
+                    .map(|i| with_tokens(Message::user(format!("acked {seed:x}-{op}-{i}")).at(NOW)))
+                    .collect();
+                let stored = store.append_batch(&id, batch).unwrap();
+                futures::executor::block_on(store.durable()).unwrap();
+                for m in stored {
+                    println!("{ACK}{} {}", m.seq, m.content);
+                }
             }
             5 | 6 => {
                 let history = store.history(&id).unwrap();
@@ -129,6 +195,8 @@ fn sigkill_during_writes_never_breaks_invariants() {
     let id = agent("crash");
     let started = Instant::now();
     let (mut progressed, mut last_next_seq, mut last_compactions) = (0u32, 0u64, 0u32);
+    let mut acked: BTreeMap<u64, String> = BTreeMap::new();
+    let mut acks = 0usize;
 
     for round in 0..kills {
         let mut child = Command::new(&exe)
@@ -140,13 +208,20 @@ fn sigkill_during_writes_never_breaks_invariants() {
             ])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_SEED, rng.random::<u64>().to_string())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Read the acks as they come so that a full pipe never slows the child down.
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            out.read_to_string(&mut text).map(|_| text)
+        });
         std::thread::sleep(Duration::from_millis(rng.random_range(5..=150u64)));
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        let stdout = reader.join().unwrap().unwrap();
         let mut stderr = String::new();
         child
             .stderr
@@ -172,11 +247,31 @@ fn sigkill_during_writes_never_breaks_invariants() {
                 ),
             ),
         };
+        match read_acks(&stdout, &mut acked) {
+            Ok(n) => acks += n,
+            Err(e) => {
+                drop(store);
+                fail(dir, format!("round {round} (seed {seed}): {e}"));
+            }
+        }
         if let Some(record) = store.agent(&id).unwrap() {
             let report = store.check_invariants(&id).unwrap();
             if !report.is_ok() {
                 drop(store);
                 fail(dir, format!("round {round} (seed {seed}): {report}"));
+            }
+            let problems = missing_acks(&store, &id, &acked);
+            if !problems.is_empty() {
+                drop(store);
+                fail(
+                    dir,
+                    format!(
+                        "round {round} (seed {seed}): {} of {} acknowledged messages:\n{}",
+                        problems.len(),
+                        acked.len(),
+                        problems.join("\n")
+                    ),
+                );
             }
             if record.next_seq > last_next_seq || record.compaction_count > last_compactions {
                 progressed += 1;
@@ -203,7 +298,8 @@ fn sigkill_during_writes_never_breaks_invariants() {
         .expect("no child ever created the agent");
     let report = store.check_invariants(&id).unwrap();
     println!(
-        "crash test: {kills} kills in {:.1} s, {progressed} rounds left durable progress; \
+        "crash test: {kills} kills in {:.1} s, {progressed} rounds left durable progress, \
+         {acks} acknowledged messages all present once; \
          final: next_seq {}, {} compactions, history {} messages, archive {}, journal {}, {} bytes on disk",
         started.elapsed().as_secs_f64(),
         record.next_seq,
@@ -217,6 +313,7 @@ fn sigkill_during_writes_never_breaks_invariants() {
         progressed > 0,
         "no round made durable progress: the kills came too early"
     );
+    assert!(acks > 0, "no child acknowledged a message before its kill");
 }
 
 /// sled writes its snapshot to `snap.<lsn>.generating` and renames it once complete; a kill in
@@ -260,4 +357,35 @@ fn reopening_at_once_waits_for_the_lock() {
             50 * (round + 1)
         );
     }
+}
+
+/// `flush_every` bounds what a kill can take of unacknowledged writes; zero (sled's "never") is
+/// refused, as in runtime.toml.
+#[test]
+fn a_zero_flush_interval_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Store::open(
+        dir.path(),
+        StoreOptions {
+            flush_every: Duration::ZERO,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid store options: flush_every must be above zero"
+    );
+}
+
+/// `Store::durable` on an idle store runs one flush for the one waiter.
+#[test]
+fn durable_on_a_store_on_disk_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let id = agent("npc");
+    store.create_agent(&id, NOW).unwrap();
+    append_n(&store, &id, 3);
+    futures::executor::block_on(store.durable()).unwrap();
+    let stats = store.group_commit_stats();
+    assert_eq!((stats.flushes, stats.served), (1, 1));
 }

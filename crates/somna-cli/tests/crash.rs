@@ -1,0 +1,267 @@
+//! An acknowledged input survives a SIGKILL: `somna run --serve` in a child process (offline
+//! builtin model, `[store] durable_acks` at its default) takes `POST /v1/agents/smith/input` from
+//! several client threads, each input with a unique text; every `202` is recorded. The server is
+//! SIGKILLed at a random moment, then the database is opened (the server is dead) and every
+//! acknowledged input must be in the agent's live history or archive exactly once, no input at all
+//! may be there twice, `check_invariants` must be clean, and `somna check` must pass. Then the
+//! server restarts on the same database, and so on.
+//!
+//! `SOMNA_CRASH_KILLS` sets the number of kills (default 20); `SOMNA_CRASH_SEED` replays a run;
+//! `SOMNA_CRASH_CLIENTS` sets the client threads (default 4); `SOMNA_CRASH_DURABLE_ACKS=false`
+//! runs the server with the old behaviour (acknowledged before the flush), which loses inputs.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use somna_core::AgentId;
+use somna_store::{Store, StoreOptions};
+
+const CONFIG: &str = r#"
+[store]
+path = "db"
+[defaults]
+persona = "You are Brenna, the village smith."
+tick_every = "50ms"
+[defaults.compaction]
+max_context_tokens = 4000
+preserve_messages = 8
+preserve_ratio = 0.0
+summary_max_tokens = 600
+sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 100, artifacts = 60 }
+[[agents]]
+id = "smith"
+"#;
+
+/// The `somna` command in `dir` with a clean environment.
+fn command(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
+    c.current_dir(dir);
+    for var in [
+        "SOMNA_CONFIG",
+        "SOMNA_DB",
+        "SOMNA_SERVER",
+        "SOMNA_API_BIND",
+        "SOMNA_API_TOKEN",
+        "SOMNA_LOG",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// Starts `somna run --serve 127.0.0.1:0`; the child and the address it prints.
+fn start(dir: &Path) -> (Child, String) {
+    let durable = env_or("SOMNA_CRASH_DURABLE_ACKS", true);
+    let mut child = command(dir)
+        .args(["run", "--serve", "127.0.0.1:0", "--for", "10m", "--quiet"])
+        .arg(format!("--set=store.durable_acks={durable}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("somna run --serve printed no address");
+        if let Some(rest) = line.strip_prefix("somna: API on ") {
+            let addr = rest.split_whitespace().next().unwrap();
+            return (child, addr.trim_start_matches("http://").to_string());
+        }
+    }
+}
+
+/// Posts one user input: `None` when the server could not be reached (nothing was sent), else
+/// whether it answered 202.
+fn post_input(addr: &str, text: &str) -> Option<bool> {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return None;
+    };
+    let body = serde_json::json!({ "type": "user", "content": text, "name": "Aldric" }).to_string();
+    let request = format!(
+        "POST /v1/agents/smith/input HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(request.as_bytes()).is_err() {
+        return Some(false);
+    }
+    let mut answer = String::new();
+    // A kill mid-answer reads as an error or a truncated answer: not acknowledged.
+    let _ = s.read_to_string(&mut answer);
+    Some(answer.starts_with("HTTP/1.1 202"))
+}
+
+/// A small deterministic generator (xorshift64*), enough for kill delays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
+    let kills: u32 = env_or("SOMNA_CRASH_KILLS", 20);
+    let clients: usize = env_or("SOMNA_CRASH_CLIENTS", 4);
+    let seed: u64 = env_or(
+        "SOMNA_CRASH_SEED",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    );
+    println!(
+        "http crash test: seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills, {clients} clients"
+    );
+    let mut rng = Rng(seed | 1);
+    let tmp = tempfile::Builder::new()
+        .prefix("somna-http-crash-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().to_path_buf();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    // On a failure the directory is kept for inspection and its path printed.
+    let fail = |tmp: tempfile::TempDir, message: String| -> ! {
+        let kept = tmp.keep();
+        panic!("{message}\n(the directory is kept in {})", kept.display());
+    };
+    let smith = AgentId::new("smith").unwrap();
+    let started = Instant::now();
+    // Every input text sent (acknowledged or not) and every acknowledged one.
+    let mut sent_total = 0usize;
+    let mut acked: Vec<String> = Vec::new();
+
+    for round in 0..kills {
+        let (mut child, addr) = start(&dir);
+        let stop = Arc::new(AtomicBool::new(false));
+        let round_acked = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = (0..clients)
+            .map(|c| {
+                let (stop, round_acked, addr) =
+                    (Arc::clone(&stop), Arc::clone(&round_acked), addr.clone());
+                std::thread::spawn(move || {
+                    let mut sent = 0usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        let text = format!("input r{round}-c{c}-n{sent}: a horseshoe for my mare");
+                        match post_input(&addr, &text) {
+                            None => std::thread::sleep(Duration::from_millis(5)),
+                            Some(true) => {
+                                sent += 1;
+                                round_acked.lock().unwrap().push(text);
+                            }
+                            Some(false) => sent += 1,
+                        }
+                    }
+                    sent
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(rng.range(30, 400)));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            sent_total += t.join().unwrap();
+        }
+        if status.code().is_some() {
+            fail(
+                tmp,
+                format!("round {round}: the server ended on its own ({status})"),
+            );
+        }
+        acked.extend(std::mem::take(&mut *round_acked.lock().unwrap()));
+
+        // The server is dead: open its database directly.
+        let store = match Store::open(dir.join("db"), StoreOptions::default()) {
+            Ok(store) => store,
+            Err(e) => fail(
+                tmp,
+                format!("round {round} (seed {seed}): the database does not open: {e}"),
+            ),
+        };
+        let report = store.check_invariants(&smith).unwrap();
+        if !report.is_ok() {
+            drop(store);
+            fail(tmp, format!("round {round} (seed {seed}): {report}"));
+        }
+        let mut stored: HashMap<String, usize> = HashMap::new();
+        let history = store.history(&smith).unwrap();
+        let archive = store.archive_range(&smith, 0, usize::MAX).unwrap();
+        for m in history.iter().chain(&archive).filter(|m| m.is_normal()) {
+            if m.content.starts_with("input r") {
+                *stored.entry(m.content.clone()).or_default() += 1;
+            }
+        }
+        drop(store);
+        let lost: Vec<&String> = acked.iter().filter(|t| !stored.contains_key(*t)).collect();
+        let duplicated: Vec<(&String, &usize)> = stored.iter().filter(|(_, n)| **n > 1).collect();
+        if !lost.is_empty() || !duplicated.is_empty() {
+            fail(
+                tmp,
+                format!(
+                    "round {round} (seed {seed}): of {} acknowledged inputs {} are lost \
+                     (first: {:?}); {} inputs are stored more than once (first: {:?})",
+                    acked.len(),
+                    lost.len(),
+                    lost.first(),
+                    duplicated.len(),
+                    duplicated.first()
+                ),
+            );
+        }
+        let check = command(&dir).args(["check"]).output().unwrap();
+        if !check.status.success() {
+            fail(
+                tmp,
+                format!(
+                    "round {round} (seed {seed}): somna check failed:\n{}{}",
+                    String::from_utf8_lossy(&check.stdout),
+                    String::from_utf8_lossy(&check.stderr)
+                ),
+            );
+        }
+    }
+    println!(
+        "http crash test: {kills} kills in {:.1} s; {sent_total} inputs sent, {} acknowledged (202), \
+         0 acknowledged lost, 0 stored twice, check clean after every kill",
+        started.elapsed().as_secs_f64(),
+        acked.len()
+    );
+    assert!(
+        !acked.is_empty(),
+        "no input was acknowledged before a kill: the kills came too early"
+    );
+}
