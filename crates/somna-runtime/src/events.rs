@@ -84,6 +84,27 @@ pub enum Event {
         agent: AgentId,
         message: String,
     },
+    /// The model's reply ran past the cap the agent asked for (`max_tokens`); it was cut there.
+    /// `tokens` is the local count of what the model sent, `kept` of what was appended.
+    ReplyTruncated {
+        agent: AgentId,
+        seq: u64,
+        tokens: u64,
+        kept: u64,
+    },
+    /// A chat turn gave up without a reply: the LLM failed permanently (a 4xx such as 401 or 404)
+    /// or `attempts` attempts in a row failed. The reply stays owed (`reply_owed` in the status);
+    /// the agent tries again when new input arrives.
+    TurnFailed {
+        agent: AgentId,
+        attempts: u32,
+        reason: String,
+    },
+    /// The step used all its tool rounds without a final reply; the reply stays owed.
+    ToolRoundsExhausted {
+        agent: AgentId,
+        rounds: u32,
+    },
 }
 
 impl Event {
@@ -103,7 +124,10 @@ impl Event {
             | Event::ToolCallRequested { agent, .. }
             | Event::ToolCallTimedOut { agent, .. }
             | Event::Warning { agent, .. }
-            | Event::Error { agent, .. } => agent,
+            | Event::Error { agent, .. }
+            | Event::ReplyTruncated { agent, .. }
+            | Event::TurnFailed { agent, .. }
+            | Event::ToolRoundsExhausted { agent, .. } => agent,
         }
     }
 
@@ -124,6 +148,9 @@ impl Event {
             Event::ToolCallTimedOut { .. } => "tool_call_timed_out",
             Event::Warning { .. } => "warning",
             Event::Error { .. } => "error",
+            Event::ReplyTruncated { .. } => "reply_truncated",
+            Event::TurnFailed { .. } => "turn_failed",
+            Event::ToolRoundsExhausted { .. } => "tool_rounds_exhausted",
         }
     }
 }
@@ -157,7 +184,12 @@ impl EventBus {
     /// Logs `event` and sends it to subscribers (none listening is fine).
     pub fn emit(&self, at: Timestamp, event: Event) {
         match &event {
-            Event::CompactionFailed { .. } | Event::Warning { .. } | Event::Error { .. } => {
+            Event::CompactionFailed { .. }
+            | Event::Warning { .. }
+            | Event::Error { .. }
+            | Event::ReplyTruncated { .. }
+            | Event::TurnFailed { .. }
+            | Event::ToolRoundsExhausted { .. } => {
                 tracing::warn!(agent = %event.agent(), kind = event.kind(), ?event, "event");
             }
             Event::AgentReplied { .. } => {

@@ -5,3 +5,4 @@ mod compactor;
 mod properties;
 mod runtime;
 mod support;
+mod untrusted_llm;
