@@ -226,12 +226,28 @@ impl fmt::Debug for TokenCounter {
 }
 
 /// A per-agent correction factor for tokenizers Somna only estimates, learned from the
-/// `usage.prompt_tokens` that servers report (an exponential moving average of reported/estimated).
+/// `usage.prompt_tokens` that servers report.
+///
+/// A server's report is evidence, not truth: it may be wrong (a proxy that always says 100, a
+/// server that counts only the last message) or hostile. So:
+///
+/// - a report is **rejected** when it is implausible: zero, or a ratio reported/estimated outside
+///   [`Self::MIN_RATIO`]..=[`Self::MAX_RATIO`], far beyond what any tokenizer family differs from
+///   the heuristic (the heuristic lies within −23%…+23% of o200k and cl100k; llama-family
+///   tokenizers count up to about twice as many tokens on code and CJK);
+/// - an accepted report moves the factor by [`Self::ALPHA`] of the gap (an exponential moving
+///   average over many samples, starting at 1.0), and never by more than [`Self::MAX_STEP`], so a
+///   run of lying reports needs many turns to move it far, and one odd report barely at all;
+/// - the factor applied is never below 1.0: calibration can raise usage above the local count,
+///   never lower it ([`Self::apply`] ≥ its input), so no server can hide a full window.
+///
+/// Two numbers are stored (`factor`, `samples`): O(1) in the agent's record.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
-    /// Multiply an estimate by this to get the server's count.
+    /// The learned ratio of the server's count to Somna's estimate (may be below 1.0; the applied
+    /// factor is not, see [`Self::effective_factor`]).
     pub factor: f64,
-    /// How many server reports fed the average.
+    /// How many accepted server reports fed the average.
     pub samples: u32,
 }
 
@@ -244,43 +260,110 @@ impl Default for Calibration {
     }
 }
 
+/// What [`Calibration::observe`] did with one report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Observation {
+    /// The report fed the average; `factor` is the new learned factor.
+    Accepted { factor: f64 },
+    /// The report was ignored; the factor is unchanged.
+    Rejected(Implausible),
+}
+
+/// Why a server's usage report was ignored.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum Implausible {
+    /// Nothing to compare: Somna's own estimate of the prompt is zero.
+    #[error("the local estimate of the prompt is zero")]
+    NothingSent,
+    /// The server reported zero prompt tokens for a prompt that has some.
+    #[error("the server reported 0 prompt tokens for a prompt of {estimated} (local count)")]
+    Zero { estimated: u64 },
+    /// The server reported far fewer tokens than the prompt holds by the local count.
+    #[error(
+        "the server reported {reported} prompt tokens for a prompt of {estimated} (local count): \
+ratio {ratio:.3} is below {min}", min = Calibration::MIN_RATIO
+    )]
+    TooLow {
+        estimated: u64,
+        reported: u64,
+        ratio: f64,
+    },
+    /// The server reported far more tokens than any tokenizer would count.
+    #[error(
+        "the server reported {reported} prompt tokens for a prompt of {estimated} (local count): \
+ratio {ratio:.3} is above {max}", max = Calibration::MAX_RATIO
+    )]
+    TooHigh {
+        estimated: u64,
+        reported: u64,
+        ratio: f64,
+    },
+}
+
 impl Calibration {
     /// Weight of a new report in the moving average.
     pub const ALPHA: f64 = 0.2;
-    /// The smallest factor kept (and the smallest ratio one report may contribute).
-    pub const MIN_FACTOR: f64 = 0.25;
-    /// The largest factor kept (and the largest ratio one report may contribute).
-    pub const MAX_FACTOR: f64 = 4.0;
+    /// The most one report moves the factor, up or down.
+    pub const MAX_STEP: f64 = 0.05;
+    /// The smallest plausible ratio reported/estimated (and the smallest factor kept).
+    pub const MIN_RATIO: f64 = 0.5;
+    /// The largest plausible ratio reported/estimated (and the largest factor kept or applied).
+    pub const MAX_RATIO: f64 = 3.0;
 
     /// Feeds one report: `estimated` is Somna's uncalibrated count of the prompt that was sent,
-    /// `reported` the server's `usage.prompt_tokens` for it. The first report sets the factor,
-    /// later ones move it by [`Self::ALPHA`]; reports with a zero on either side are ignored, and
-    /// each ratio is clamped to [`Self::MIN_FACTOR`]..=[`Self::MAX_FACTOR`] so that one odd report
-    /// cannot throw the factor far off.
-    pub fn observe(&mut self, estimated: u64, reported: u64) {
-        if estimated == 0 || reported == 0 {
-            return;
+    /// `reported` the server's `usage.prompt_tokens` for it. Implausible reports are rejected (see
+    /// the type's docs); an accepted one moves the factor by [`Self::ALPHA`] of the gap, at most
+    /// [`Self::MAX_STEP`].
+    pub fn observe(&mut self, estimated: u64, reported: u64) -> Observation {
+        if estimated == 0 {
+            return Observation::Rejected(Implausible::NothingSent);
         }
-        let ratio = (reported as f64 / estimated as f64).clamp(Self::MIN_FACTOR, Self::MAX_FACTOR);
-        self.factor = if self.samples == 0 || !self.factor.is_finite() {
-            ratio
-        } else {
-            (self.factor + Self::ALPHA * (ratio - self.factor))
-                .clamp(Self::MIN_FACTOR, Self::MAX_FACTOR)
-        };
+        if reported == 0 {
+            return Observation::Rejected(Implausible::Zero { estimated });
+        }
+        let ratio = reported as f64 / estimated as f64;
+        if ratio < Self::MIN_RATIO {
+            return Observation::Rejected(Implausible::TooLow {
+                estimated,
+                reported,
+                ratio,
+            });
+        }
+        if ratio > Self::MAX_RATIO {
+            return Observation::Rejected(Implausible::TooHigh {
+                estimated,
+                reported,
+                ratio,
+            });
+        }
+        let current = self.learned_factor();
+        let step = (Self::ALPHA * (ratio - current)).clamp(-Self::MAX_STEP, Self::MAX_STEP);
+        self.factor = (current + step).clamp(Self::MIN_RATIO, Self::MAX_RATIO);
         self.samples = self.samples.saturating_add(1);
+        Observation::Accepted {
+            factor: self.factor,
+        }
     }
 
-    /// `tokens` times the factor, rounded up (overestimating is the safe side). A stored factor
-    /// that is not a finite number counts as 1.0, one out of range as the nearest bound.
+    /// `tokens` times the [`Self::effective_factor`], rounded up (overestimating is the safe
+    /// side). Never less than `tokens`.
     pub fn apply(&self, tokens: u64) -> u64 {
-        (tokens as f64 * self.effective_factor()).ceil() as u64
+        let scaled = (tokens as f64 * self.effective_factor()).ceil();
+        // f64 → u64 saturates; the floor keeps huge counts exact where f64 rounding would not.
+        (scaled as u64).max(tokens)
     }
 
-    /// The factor [`Self::apply`] uses: the stored one, clamped, or 1.0 when it is not finite.
+    /// The factor [`Self::apply`] uses: the learned one, clamped to 1.0..=[`Self::MAX_RATIO`]
+    /// (a stored factor that is not a finite number counts as 1.0). Never below 1.0: the local
+    /// count is a floor.
     pub fn effective_factor(&self) -> f64 {
+        self.learned_factor().clamp(1.0, Self::MAX_RATIO)
+    }
+
+    /// The stored factor, clamped to the plausible range; 1.0 when it is not a finite number.
+    fn learned_factor(&self) -> f64 {
         if self.factor.is_finite() {
-            self.factor.clamp(Self::MIN_FACTOR, Self::MAX_FACTOR)
+            self.factor.clamp(Self::MIN_RATIO, Self::MAX_RATIO)
         } else {
             1.0
         }

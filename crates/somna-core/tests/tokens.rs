@@ -27,8 +27,8 @@ use std::fmt::Write as _;
 use proptest::prelude::*;
 use somna_core::message::{Message, Role, ToolCall};
 use somna_core::tokens::{
-    Calibration, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME, TOKENS_PER_TOOL_CALL,
-    TokenCounter, Tokenizer,
+    Calibration, Implausible, Observation, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
+    TOKENS_PER_TOOL_CALL, TokenCounter, Tokenizer,
 };
 
 /// (name, text, cl100k_base count, o200k_base count); see the file's doc for the sources.
@@ -364,48 +364,100 @@ fn heuristic_error_against_exact_counts() {
 }
 
 #[test]
-fn calibration_first_report_sets_the_factor_then_averages() {
+fn calibration_moves_by_bounded_steps_from_one() {
     let mut cal = Calibration::default();
     assert_eq!(cal.apply(1000), 1000);
-    cal.observe(100, 200);
-    assert_eq!((cal.factor, cal.samples), (2.0, 1));
-    cal.observe(100, 100);
-    // 2.0 + 0.2 × (1.0 − 2.0)
-    assert!((cal.factor - 1.8).abs() < 1e-12, "{}", cal.factor);
+    // 0.2 × (2.0 − 1.0) = 0.2, capped at one step.
+    assert_eq!(
+        cal.observe(100, 200),
+        Observation::Accepted {
+            factor: 1.0 + Calibration::MAX_STEP
+        }
+    );
+    assert_eq!(cal.samples, 1);
+    // A small gap moves by ALPHA of it: 1.05 + 0.2 × (1.1 − 1.05).
+    cal.observe(1000, 1100);
+    assert!((cal.factor - 1.06).abs() < 1e-12, "{}", cal.factor);
     assert_eq!(cal.samples, 2);
-    assert_eq!(cal.apply(1000), 1800);
+    assert_eq!(cal.apply(1000), 1060);
 }
 
 #[test]
 fn calibration_converges_to_the_reported_ratio() {
     let mut cal = Calibration::default();
-    cal.observe(1000, 700);
-    for _ in 0..60 {
+    for _ in 0..80 {
         cal.observe(1000, 1350);
     }
     assert!((cal.factor - 1.35).abs() < 1e-4, "{}", cal.factor);
-    // Each report closes 20% of the remaining gap.
-    let before = cal.factor;
-    cal.observe(1000, 1000);
-    assert!((before - cal.factor - 0.2 * (before - 1.0)).abs() < 1e-12);
+    assert_eq!(cal.samples, 80);
+    // Reaching 1.35 from 1.0 takes at least 0.35 / MAX_STEP = 7 reports.
+    let mut fresh = Calibration::default();
+    for _ in 0..6 {
+        fresh.observe(1000, 1350);
+    }
+    assert!(fresh.factor < 1.35 - 1e-9, "{}", fresh.factor);
+}
+
+/// One check per lie: (estimated, reported) and whether the report is accepted.
+#[test]
+fn calibration_rejects_implausible_reports() {
+    let check = |estimated: u64, reported: u64, accepted: bool| {
+        let mut cal = Calibration::default();
+        let out = cal.observe(estimated, reported);
+        assert_eq!(
+            matches!(out, Observation::Accepted { .. }),
+            accepted,
+            "{estimated} → {reported}: {out:?}"
+        );
+        if !accepted {
+            assert_eq!(
+                cal,
+                Calibration::default(),
+                "a rejected report changes nothing"
+            );
+        }
+    };
+    check(0, 500, false); // nothing sent
+    check(500, 0, false); // zero
+    check(7752, 100, false); // far too low: the poisoning report of issue 10
+    check(1000, 499, false); // just below MIN_RATIO
+    check(1000, 500, true);
+    check(1000, 3000, true);
+    check(1000, 3001, false); // just above MAX_RATIO
+    check(10, 1_000_000, false); // far too high
+    let mut cal = Calibration::default();
+    match cal.observe(7752, 100) {
+        Observation::Rejected(why @ Implausible::TooLow { .. }) => assert_eq!(
+            why.to_string(),
+            "the server reported 100 prompt tokens for a prompt of 7752 (local count): ratio 0.013 \
+is below 0.5"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 #[test]
-fn calibration_ignores_zeros_and_clamps() {
+fn a_server_that_always_reports_100_cannot_lower_usage() {
+    // Issue 10: 100 prompt tokens on every reply used to pin the factor at its floor on the first
+    // report, so usage read 19% while the history held 7,752 of 4,000 tokens.
     let mut cal = Calibration::default();
-    cal.observe(0, 500);
-    cal.observe(500, 0);
-    assert_eq!(cal, Calibration::default());
-    cal.observe(10, 1000);
-    assert_eq!(cal.factor, Calibration::MAX_FACTOR);
-    let mut low = Calibration::default();
-    low.observe(1000, 10);
-    assert_eq!(low.factor, Calibration::MIN_FACTOR);
-    // Every report is clamped, so even a long run of huge ratios only approaches the bound.
-    for _ in 0..100 {
-        low.observe(1, 1_000_000);
+    for estimated in (7000..7752).step_by(8) {
+        cal.observe(estimated, 100);
     }
-    assert!(low.factor <= Calibration::MAX_FACTOR && low.factor > 3.99);
+    assert_eq!(cal, Calibration::default());
+    assert_eq!(TokenCounter::heuristic().calibrated(7752, &cal), 7752);
+}
+
+#[test]
+fn a_server_that_reports_less_than_the_local_count_never_lowers_usage() {
+    // Plausible but low (0.6×), many times: the learned factor follows, the applied one stays 1.0.
+    let mut cal = Calibration::default();
+    for _ in 0..100 {
+        cal.observe(1000, 600);
+    }
+    assert!((cal.factor - 0.6).abs() < 1e-4, "{}", cal.factor);
+    assert_eq!(cal.effective_factor(), 1.0);
+    assert_eq!(cal.apply(7752), 7752);
 }
 
 #[test]
@@ -419,16 +471,24 @@ fn calibration_survives_bad_stored_factors() {
         factor: 1e9,
         samples: 3,
     };
-    assert_eq!(huge.apply(100), 400);
+    assert_eq!(huge.apply(100), 300);
+    // The floor of issue 10's poisoned records: stored 0.25 now applies as 1.0.
+    let poisoned = Calibration {
+        factor: 0.25,
+        samples: 1,
+    };
+    assert_eq!(poisoned.apply(7752), 7752);
     let mut recovering = nan;
     recovering.observe(100, 150);
-    assert_eq!(recovering.factor, 1.5);
+    assert_eq!(recovering.factor, 1.0 + Calibration::MAX_STEP);
 }
 
 #[test]
 fn calibration_applies_only_to_estimates() {
-    let mut cal = Calibration::default();
-    cal.observe(1000, 1500);
+    let cal = Calibration {
+        factor: 1.5,
+        samples: 10,
+    };
     assert_eq!(TokenCounter::heuristic().calibrated(1000, &cal), 1500);
     assert_eq!(
         TokenCounter::for_model("gpt-4o").calibrated(1000, &cal),
@@ -448,6 +508,25 @@ fn calibration_round_trips_through_serde() {
     cal.observe(300, 420);
     let json = serde_json::to_string(&cal).unwrap();
     assert_eq!(serde_json::from_str::<Calibration>(&json).unwrap(), cal);
+}
+
+proptest! {
+    /// Whatever any server reports, in any order: the applied count is never below the local one,
+    /// and no report moves the factor by more than one step.
+    #[test]
+    fn no_report_lowers_usage_or_jumps(
+        reports in prop::collection::vec((0u64..20_000, 0u64..100_000), 0..60),
+        tokens in 0u64..1_000_000,
+    ) {
+        let mut cal = Calibration::default();
+        for (estimated, reported) in reports {
+            let before = cal.factor;
+            cal.observe(estimated, reported);
+            prop_assert!((cal.factor - before).abs() <= Calibration::MAX_STEP + 1e-12);
+            prop_assert!(cal.apply(tokens) >= tokens);
+            prop_assert!(cal.effective_factor() >= 1.0);
+        }
+    }
 }
 
 fn arb_text() -> impl Strategy<Value = String> {

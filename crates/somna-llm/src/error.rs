@@ -25,10 +25,12 @@ pub enum LlmError {
         attempts: u32,
     },
     /// The server answered with an error status (5xx after the retries ran out, or a 4xx at once).
-    #[error("LLM server answered HTTP {status} after {attempts} attempt(s): {excerpt}")]
+    #[error("LLM server answered HTTP {status} for {url} after {attempts} attempt(s): {excerpt}")]
     Server {
         /// The HTTP status code.
         status: u16,
+        /// The URL the request went to (a 404 usually means a wrong `llm.base_url`).
+        url: String,
         /// The start of the response body.
         excerpt: String,
         /// Attempts made.
@@ -106,6 +108,19 @@ impl LlmError {
         }
     }
 
+    /// True when sending the same request again cannot succeed: a 4xx other than 408 and 429 (a bad
+    /// request, a bad key, no access, a wrong URL or model) or a config error. A chat turn that
+    /// fails with one gives up at once instead of retrying.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            LlmError::Server { status, .. } => {
+                (400..500).contains(status) && !crate::retry::is_retryable_status(*status)
+            }
+            LlmError::Config { .. } => true,
+            _ => false,
+        }
+    }
+
     /// A config error naming `key`.
     pub fn config(key: impl Into<String>, message: impl Into<String>) -> Self {
         LlmError::Config {
@@ -152,6 +167,42 @@ mod tests {
         );
         assert_eq!(e.kind(), "rate_limited");
         assert_eq!(e.attempts(), 3);
+        let e = LlmError::Server {
+            status: 404,
+            url: "http://127.0.0.1:8089/v1/chat/completions".into(),
+            excerpt: "not found".into(),
+            attempts: 1,
+        };
+        assert_eq!(
+            e.to_string(),
+            "LLM server answered HTTP 404 for http://127.0.0.1:8089/v1/chat/completions after 1 \
+attempt(s): not found"
+        );
+    }
+
+    #[test]
+    fn permanent_errors_are_4xx_but_408_and_429_and_config() {
+        let server = |status| LlmError::Server {
+            status,
+            url: String::new(),
+            excerpt: String::new(),
+            attempts: 1,
+        };
+        for status in [400, 401, 403, 404, 422] {
+            assert!(server(status).is_permanent(), "{status}");
+        }
+        for status in [408, 429, 500, 502, 503] {
+            assert!(!server(status).is_permanent(), "{status}");
+        }
+        assert!(LlmError::config("llm.model", "is empty").is_permanent());
+        assert!(!LlmError::EmptyResponse.is_permanent());
+        assert!(
+            !LlmError::Timeout {
+                after: Duration::from_secs(1),
+                attempts: 1
+            }
+            .is_permanent()
+        );
     }
 
     #[test]

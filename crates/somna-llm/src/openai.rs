@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 
 use crate::client::LlmClient;
 use crate::error::{LlmError, Result, excerpt};
-use crate::retry::{RetryPolicy, parse_retry_after};
+use crate::retry::{RetryPolicy, is_retryable_status, parse_retry_after};
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, Usage};
 
 /// How long error excerpts are, in characters.
@@ -236,6 +236,7 @@ impl OpenAiClient {
         if !status.is_success() {
             return Err(LlmError::Server {
                 status: status.as_u16(),
+                url,
                 excerpt: excerpt(&body, EXCERPT_CHARS),
                 attempts: 1,
             });
@@ -305,16 +306,9 @@ impl OpenAiClient {
                 Ok(Err(error)) => self.classify(error),
                 Err(_elapsed) => Failure::Timeout,
             };
-            let retryable = match &failure {
-                Failure::Timeout => policy.retry_timeouts,
-                Failure::Fatal(_) => false,
-                Failure::Status { status, .. } => {
-                    *status == 429 || *status == 408 || *status >= 500
-                }
-                Failure::Refused | Failure::Connection(_) => true,
-            };
-            let final_error = failure.clone().into_error(settings, attempt);
-            if !retryable || attempt > policy.max_retries {
+            let wait = retry_wait(&policy, &failure, attempt);
+            let final_error = failure.into_error(settings, attempt);
+            let Some(delay) = wait else {
                 tracing::warn!(
                     provider = "openai",
                     model = %request.model,
@@ -324,12 +318,7 @@ impl OpenAiClient {
                     "LLM call failed"
                 );
                 return Err(final_error);
-            }
-            let retry_after = match &failure {
-                Failure::Status { retry_after, .. } => *retry_after,
-                _ => None,
             };
-            let delay = policy.delay(attempt, retry_after);
             tracing::warn!(
                 provider = "openai",
                 model = %request.model,
@@ -429,6 +418,7 @@ impl Failure {
                 status, excerpt, ..
             } => LlmError::Server {
                 status,
+                url: chat_url(settings),
                 excerpt,
                 attempts,
             },
@@ -440,6 +430,33 @@ impl Failure {
             Failure::Fatal(e) => e,
         }
     }
+}
+
+/// The wait before the next attempt after attempt number `attempt` failed with `failure`, or `None`
+/// when the call gives up: the failure is not retryable, or the retries are used up.
+fn retry_wait(policy: &RetryPolicy, failure: &Failure, attempt: u32) -> Option<Duration> {
+    let retryable = match failure {
+        Failure::Timeout => policy.retry_timeouts,
+        Failure::Fatal(_) => false,
+        Failure::Status { status, .. } => is_retryable_status(*status),
+        Failure::Refused | Failure::Connection(_) => true,
+    };
+    if !retryable || attempt > policy.max_retries {
+        return None;
+    }
+    let retry_after = match failure {
+        Failure::Status { retry_after, .. } => *retry_after,
+        _ => None,
+    };
+    Some(policy.delay(attempt, retry_after))
+}
+
+/// The URL chat completions go to (what async-openai appends to the base URL).
+fn chat_url(settings: &OpenAiSettings) -> String {
+    format!(
+        "{}/chat/completions",
+        settings.base_url.trim_end_matches('/')
+    )
 }
 
 fn is_refused(e: &reqwest::Error) -> bool {
@@ -676,6 +693,50 @@ fn from_wire(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(status: u16, retry_after: Option<Duration>) -> Failure {
+        Failure::Status {
+            status,
+            excerpt: String::new(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn waits_honour_retry_after_capped_and_give_up_on_permanent_statuses() {
+        let policy = RetryPolicy {
+            max_retries: 2,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+            max_retry_after: Duration::from_secs(5),
+            jitter: 0.0,
+            retry_timeouts: false,
+        };
+        let wait = |f: &Failure, attempt| retry_wait(&policy, f, attempt);
+        // 429 waits what the server asked, up to max_retry_after; without a header, exponentially.
+        let limited = status(429, Some(Duration::from_secs(1)));
+        assert_eq!(wait(&limited, 1), Some(Duration::from_secs(1)));
+        let greedy = status(429, Some(Duration::from_secs(3600)));
+        assert_eq!(wait(&greedy, 1), Some(Duration::from_secs(5)));
+        assert_eq!(wait(&status(503, None), 2), Some(Duration::from_millis(20)));
+        // The retries run out.
+        assert_eq!(wait(&status(503, None), 3), None);
+        // Permanent statuses and fatal errors are never retried; timeouts only when asked.
+        for code in [400, 401, 403, 404] {
+            assert_eq!(wait(&status(code, None), 1), None, "{code}");
+        }
+        assert_eq!(wait(&Failure::Fatal(LlmError::EmptyResponse), 1), None);
+        assert_eq!(wait(&Failure::Timeout, 1), None);
+        let patient = RetryPolicy {
+            retry_timeouts: true,
+            ..policy
+        };
+        assert_eq!(
+            retry_wait(&patient, &Failure::Timeout, 1),
+            Some(Duration::from_millis(10))
+        );
+        assert_eq!(wait(&Failure::Refused, 1), Some(Duration::from_millis(10)));
+    }
 
     #[test]
     fn names_are_made_wire_safe() {

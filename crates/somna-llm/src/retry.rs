@@ -73,6 +73,12 @@ fn unit_random() -> f64 {
     (mixed as f64) / ((1u64 << 53) as f64)
 }
 
+/// True for the statuses a retry can fix: 408 (request timeout), 429 (rate limited) and every 5xx.
+/// Every other 4xx is permanent (see [`LlmError::is_permanent`](crate::LlmError::is_permanent)).
+pub fn is_retryable_status(status: u16) -> bool {
+    status == 408 || status == 429 || status >= 500
+}
+
 /// Parses a `Retry-After` value given in seconds (integer or decimal). HTTP dates are not supported and
 /// give `None` (the exponential wait applies).
 pub fn parse_retry_after(value: &str) -> Option<Duration> {

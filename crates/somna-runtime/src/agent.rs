@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use somna_core::config::{AgentConfig, AgentOverrides, ConfigErrors};
 use somna_core::message::{Message, Role};
 use somna_core::record::Trigger;
-use somna_core::tokens::{Calibration, TokenCounter};
+use somna_core::tokens::{Calibration, Observation, TokenCounter};
 use somna_core::{AgentId, Fact, JournalEntry, JournalQuery, SourceType, Timestamp, ToolCall};
 use somna_llm::{ChatMessage, ChatRequest, LlmClient, Purpose, builtin, prompts};
 use somna_store::{Store, StoreError, UncompactOutcome};
@@ -23,8 +23,13 @@ use crate::events::{Event, EventBus};
 use crate::prompt::{self, WorkingContext};
 use crate::tools;
 
-/// Most LLM rounds in one step (each round may run built-in tools and call the LLM again).
-pub const MAX_TOOL_ROUNDS: usize = 4;
+/// Most LLM rounds in one step (each round may run built-in tools and call the LLM again). A step
+/// that uses them all without a final reply ends with `Event::ToolRoundsExhausted`, reply owed.
+pub const MAX_TOOL_ROUNDS: u32 = 4;
+/// Most attempts at one chat turn: after this many failed steps in a row the turn fails
+/// (`Event::TurnFailed`) and the reply stays owed until new input arrives. A permanent LLM error
+/// (a 4xx such as 400, 401, 403, 404) fails the turn at the first attempt.
+pub const MAX_TURN_ATTEMPTS: u32 = 3;
 /// Longest wait after repeated LLM failures before the agent tries again.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Most journal entries one consolidation handles (the rest wait for the next sleep).
@@ -105,6 +110,10 @@ pub struct AgentStatus {
     pub needs_reply: bool,
     pub pending_tools: Vec<PendingTool>,
     pub config: AgentConfig,
+    /// A chat turn ended without the reply it owed (the LLM failed permanently or too often, or
+    /// the tool rounds ran out); cleared by the next reply. See docs/llm.md.
+    #[serde(default)]
+    pub reply_owed: bool,
 }
 
 /// Shared handles every agent uses.
@@ -165,6 +174,10 @@ pub struct JobOutcome {
     pub working_tokens: Option<u64>,
     pub importance_added: u64,
     pub reflected: bool,
+    /// `error` is one that retrying cannot fix (a permanent LLM error): the turn fails at once.
+    pub permanent: bool,
+    /// The step used all of [`MAX_TOOL_ROUNDS`] without a final reply.
+    pub tool_rounds_exhausted: bool,
 }
 
 /// One hosted agent.
@@ -185,6 +198,10 @@ pub struct Agent {
     calibration: Calibration,
     state: AgentState,
     needs_reply: bool,
+    /// A turn ended without the reply it owed (see [`AgentStatus::reply_owed`]).
+    reply_owed: bool,
+    /// The job in flight carries the reply owed (`needs_reply` was handed to it).
+    reply_in_job: bool,
     pending_tools: Vec<PendingTool>,
     observations: Vec<String>,
     failures: u32,
@@ -224,6 +241,8 @@ impl Agent {
             calibration: record.calibration,
             state: AgentState::Idle,
             needs_reply,
+            reply_owed: false,
+            reply_in_job: false,
             pending_tools: Vec::new(),
             observations: Vec::new(),
             failures: 0,
@@ -376,6 +395,7 @@ impl Agent {
         if needs_reply {
             self.needs_reply = false;
         }
+        self.reply_in_job = needs_reply;
         Job {
             kind,
             ctx: JobContext {
@@ -410,13 +430,6 @@ impl Agent {
         }
         let stepped = matches!(kind, JobKind::Step | JobKind::Emergency { then_step: true });
         if let Some(err) = &out.error {
-            if stepped {
-                // The reply is still owed: try again later, backing off.
-                self.needs_reply = true;
-                self.failures += 1;
-                let backoff = Duration::from_secs(1u64 << self.failures.min(6)).min(MAX_BACKOFF);
-                self.retry_at = Some(now.saturating_add(self.deps.clock.to_sim(backoff)));
-            }
             self.deps.events.emit(
                 now,
                 Event::Error {
@@ -424,9 +437,19 @@ impl Agent {
                     message: err.clone(),
                 },
             );
+            if stepped && std::mem::take(&mut self.reply_in_job) {
+                self.note_failed_turn(now, err, out.permanent);
+            }
         } else if stepped {
+            self.reply_in_job = false;
             self.failures = 0;
             self.retry_at = None;
+            if out.replied {
+                self.reply_owed = false;
+            }
+            if out.tool_rounds_exhausted {
+                self.reply_owed = true;
+            }
         }
         let deadline = now.saturating_add(self.config.tool_timeout);
         for (call_id, name, arguments) in &out.pending_tools {
@@ -450,6 +473,31 @@ impl Agent {
         } else {
             AgentState::WaitingForTools
         };
+    }
+
+    /// A step that owed a reply failed: try again later, backing off, unless the error is permanent
+    /// or [`MAX_TURN_ATTEMPTS`] attempts in a row failed; then the turn fails and the reply stays
+    /// owed until new input arrives (no LLM call is retried forever).
+    fn note_failed_turn(&mut self, now: Timestamp, err: &str, permanent: bool) {
+        self.failures += 1;
+        if permanent || self.failures >= MAX_TURN_ATTEMPTS {
+            let attempts = self.failures;
+            self.failures = 0;
+            self.retry_at = None;
+            self.reply_owed = true;
+            self.deps.events.emit(
+                now,
+                Event::TurnFailed {
+                    agent: self.id.clone(),
+                    attempts,
+                    reason: err.to_string(),
+                },
+            );
+            return;
+        }
+        self.needs_reply = true;
+        let backoff = Duration::from_secs(1u64 << self.failures.min(6)).min(MAX_BACKOFF);
+        self.retry_at = Some(now.saturating_add(self.deps.clock.to_sim(backoff)));
     }
 
     /// After an emergency compaction: still over the threshold means the rest of the prompt (the
@@ -580,6 +628,7 @@ impl Agent {
             needs_reply: self.needs_reply,
             pending_tools: self.pending_tools.clone(),
             config: self.config.clone(),
+            reply_owed: self.reply_owed,
         })
     }
 }
@@ -782,26 +831,54 @@ impl JobContext {
                 .with_purpose(Purpose::Chat)
                 .with_max_tokens(REPLY_MAX_TOKENS)
                 .with_tools(specs.clone());
-            let response = self
-                .deps
-                .llm
-                .chat(request)
-                .await
-                .map_err(|e| format!("LLM: {e}"))?;
+            let response = match self.deps.llm.chat(request).await {
+                Ok(r) => r,
+                Err(e) => {
+                    out.permanent = e.is_permanent();
+                    return Err(format!("LLM: {e}"));
+                }
+            };
             if let Some(u) = &response.usage {
-                if !self.counter.is_exact() && u.prompt_tokens > 0 {
-                    calibration.observe(estimate, u64::from(u.prompt_tokens));
-                    out.calibration = Some(calibration);
-                    let _ = store.update_calibration(&self.id, calibration);
+                if !self.counter.is_exact() {
+                    match calibration.observe(estimate, u64::from(u.prompt_tokens)) {
+                        Observation::Accepted { .. } => {
+                            out.calibration = Some(calibration);
+                            let _ = store.update_calibration(&self.id, calibration);
+                        }
+                        Observation::Rejected(why) => {
+                            tracing::warn!(agent = %self.id, %why, "ignored the server's usage report");
+                        }
+                    }
                 }
             }
             if response.text.trim().is_empty() && response.tool_calls.is_empty() {
                 return Err("LLM: the reply was empty".into());
             }
+            let limit = reply_limit(&self.counter, REPLY_MAX_TOKENS);
+            let arguments: u64 = response
+                .tool_calls
+                .iter()
+                .map(|c| u64::from(self.counter.count_text(&c.arguments)))
+                .sum();
+            if arguments > limit {
+                return Err(format!(
+                    "LLM: the tool calls' arguments take {arguments} tokens, over the reply cap of \
+{REPLY_MAX_TOKENS} (max_tokens)"
+                ));
+            }
+            let capped = cap_reply(&self.counter, response.text.trim(), limit);
             let reply = self.append(
-                Message::assistant_calls(response.text.trim(), response.tool_calls.clone())
+                Message::assistant_calls(capped.text.as_str(), response.tool_calls.clone())
                     .at(self.now()),
             )?;
+            if let Some(tokens) = capped.cut_from {
+                self.emit(Event::ReplyTruncated {
+                    agent: self.id.clone(),
+                    seq: reply.seq,
+                    tokens,
+                    kept: u64::from(self.counter.count_text(&reply.content)),
+                });
+            }
             if response.tool_calls.is_empty() {
                 out.replied = true;
                 self.emit(Event::AgentReplied {
@@ -839,7 +916,13 @@ impl JobContext {
                 return Ok(());
             }
         }
-        tracing::warn!(agent = %self.id, "step stopped after {MAX_TOOL_ROUNDS} tool rounds");
+        // Never silently: the host hears that the turn ended without a reply, and the status shows
+        // the reply as owed.
+        out.tool_rounds_exhausted = true;
+        self.emit(Event::ToolRoundsExhausted {
+            agent: self.id.clone(),
+            rounds: MAX_TOOL_ROUNDS,
+        });
         Ok(())
     }
 
@@ -1028,6 +1111,61 @@ fn clip(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
+/// The most tokens, by the local count, a reply may take when `cap` was asked for as `max_tokens`.
+/// Exact tokenizers count what the server counts; the heuristic overestimates by up to about a
+/// quarter, so it gets that much slack before a reply the model kept within `cap` is cut.
+fn reply_limit(counter: &TokenCounter, cap: u32) -> u64 {
+    let cap = u64::from(cap);
+    if counter.is_exact() {
+        cap
+    } else {
+        cap + cap / 4
+    }
+}
+
+/// A reply after [`cap_reply`].
+#[derive(Debug, Clone, PartialEq)]
+struct CappedReply {
+    /// The text to append: whole, or cut and ended with `…`.
+    text: String,
+    /// The local count of the whole text, when it was cut.
+    cut_from: Option<u64>,
+}
+
+/// `text` when it fits in `limit` tokens; otherwise its longest prefix that fits together with a
+/// closing `…`, ended at a word boundary when one lies in the last quarter of that prefix.
+fn cap_reply(counter: &TokenCounter, text: &str, limit: u64) -> CappedReply {
+    let total = u64::from(counter.count_text(text));
+    if total <= limit {
+        return CappedReply {
+            text: text.to_string(),
+            cut_from: None,
+        };
+    }
+    const ELLIPSIS: &str = "…";
+    let budget = limit.saturating_sub(u64::from(counter.count_text(ELLIPSIS)));
+    let fits = |end: usize| u64::from(counter.count_text(&text[..end])) <= budget;
+    // Binary search over char boundaries for the longest prefix within the budget (a prefix never
+    // counts fewer tokens than a shorter one, closely enough for a cut).
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
+    let fitting = bounds.partition_point(|&end| fits(end));
+    let lo = bounds[fitting.saturating_sub(1)];
+    let mut end = lo;
+    if let Some(space) = text[..end].rfind(char::is_whitespace) {
+        if space >= end - end / 4 {
+            end = space;
+        }
+    }
+    CappedReply {
+        text: format!("{}{ELLIPSIS}", text[..end].trim_end()),
+        cut_from: Some(total),
+    }
+}
+
 /// The importance a `journal_add` call asked for (for the reflection counter).
 fn journal_importance(call: &ToolCall) -> u64 {
     serde_json::from_str::<serde_json::Value>(&call.arguments)
@@ -1088,6 +1226,34 @@ fn importance_since_last_reflection(store: &Store, id: &AgentId) -> Result<u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_within_the_limit_is_kept_whole() {
+        let counter = TokenCounter::heuristic();
+        let capped = cap_reply(&counter, "Here is your sword.", 640);
+        assert_eq!(capped.text, "Here is your sword.");
+        assert_eq!(capped.cut_from, None);
+    }
+
+    #[test]
+    fn an_oversize_reply_is_cut_within_the_limit_at_a_word() {
+        for counter in [TokenCounter::heuristic(), TokenCounter::for_model("gpt-4o")] {
+            let limit = reply_limit(&counter, REPLY_MAX_TOKENS);
+            let text = "the mill wheel turns and the river runs ".repeat(5000);
+            let capped = cap_reply(&counter, &text, limit);
+            let kept = u64::from(counter.count_text(&capped.text));
+            assert!(kept <= limit, "{kept} > {limit}");
+            // Not cut far short: at most a word and the ellipsis below the limit.
+            assert!(kept + 4 >= limit, "{kept} ≪ {limit}");
+            assert!(capped.text.ends_with("…"));
+            assert!(text.starts_with(capped.text.trim_end_matches('…')));
+            assert_eq!(capped.cut_from, Some(u64::from(counter.count_text(&text))));
+        }
+        // Multi-byte text without spaces is cut on a char boundary.
+        let counter = TokenCounter::heuristic();
+        let capped = cap_reply(&counter, &"日本語".repeat(1000), 10);
+        assert_eq!(capped.text, format!("{}…", "日本語".repeat(3)));
+    }
 
     #[test]
     fn parses_facts_with_provenance() {

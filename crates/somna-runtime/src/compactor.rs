@@ -280,7 +280,7 @@ impl Compactor {
         Ok(self
             .store
             .agent(agent)?
-            .map_or(1.0, |r| r.calibration.factor))
+            .map_or(1.0, |r| r.calibration.effective_factor()))
     }
 
     fn log_failure(&self, req: &CompactRequest<'_>, reason: String) -> Result<(), CompactError> {

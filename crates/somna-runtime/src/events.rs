@@ -94,6 +94,27 @@ pub enum Event {
         /// Exactly why, with the numbers (see `Compactor::over_threshold`).
         reason: String,
     },
+    /// The model's reply ran past the cap the agent asked for (`max_tokens`); it was cut there.
+    /// `tokens` is the local count of what the model sent, `kept` of what was appended.
+    ReplyTruncated {
+        agent: AgentId,
+        seq: u64,
+        tokens: u64,
+        kept: u64,
+    },
+    /// A chat turn gave up without a reply: the LLM failed permanently (a 4xx such as 401 or 404)
+    /// or `attempts` attempts in a row failed. The reply stays owed (`reply_owed` in the status);
+    /// the agent tries again when new input arrives.
+    TurnFailed {
+        agent: AgentId,
+        attempts: u32,
+        reason: String,
+    },
+    /// The step used all its tool rounds without a final reply; the reply stays owed.
+    ToolRoundsExhausted {
+        agent: AgentId,
+        rounds: u32,
+    },
 }
 
 impl Event {
@@ -114,7 +135,10 @@ impl Event {
             | Event::ToolCallTimedOut { agent, .. }
             | Event::Warning { agent, .. }
             | Event::Error { agent, .. }
-            | Event::EmergencyStuck { agent, .. } => agent,
+            | Event::EmergencyStuck { agent, .. }
+            | Event::ReplyTruncated { agent, .. }
+            | Event::TurnFailed { agent, .. }
+            | Event::ToolRoundsExhausted { agent, .. } => agent,
         }
     }
 
@@ -136,6 +160,9 @@ impl Event {
             Event::Warning { .. } => "warning",
             Event::Error { .. } => "error",
             Event::EmergencyStuck { .. } => "emergency_stuck",
+            Event::ReplyTruncated { .. } => "reply_truncated",
+            Event::TurnFailed { .. } => "turn_failed",
+            Event::ToolRoundsExhausted { .. } => "tool_rounds_exhausted",
         }
     }
 }
@@ -172,7 +199,10 @@ impl EventBus {
             Event::CompactionFailed { .. }
             | Event::Warning { .. }
             | Event::Error { .. }
-            | Event::EmergencyStuck { .. } => {
+            | Event::EmergencyStuck { .. }
+            | Event::ReplyTruncated { .. }
+            | Event::TurnFailed { .. }
+            | Event::ToolRoundsExhausted { .. } => {
                 tracing::warn!(agent = %event.agent(), kind = event.kind(), ?event, "event");
             }
             Event::AgentReplied { .. } => {

@@ -6,3 +6,4 @@ mod properties;
 mod runtime;
 mod sleep;
 mod support;
+mod untrusted_llm;

@@ -9,4 +9,4 @@ pub mod fixtures;
 pub mod stub;
 
 pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
-pub use stub::{RecordedRequest, Reply, StubLlmServer};
+pub use stub::{RecordedRequest, Reply, StubLlmServer, UsageReport};

@@ -10,7 +10,9 @@
 //! path, headers, parsed JSON body), counted, and the most requests in flight at once is tracked.
 //!
 //! Usage in responses: `prompt_tokens` = bytes of all message contents / `chars_per_token` (4 unless set),
-//! rounded up; `completion_tokens` likewise for the reply, so token calibration can be tested.
+//! rounded up; `completion_tokens` likewise for the reply, so token calibration can be tested. A server
+//! that lies about usage is one [`StubLlmServer::set_usage`] away ([`UsageReport`]: a fixed count, a
+//! scaled one, or none at all).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -75,6 +77,36 @@ impl Reply {
     pub fn delayed(delay: Duration, reply: Reply) -> Reply {
         Reply::Delay(delay, Box::new(reply))
     }
+
+    /// A text reply of at least `bytes` bytes of plain words, whatever `max_tokens` asked for.
+    pub fn oversize(bytes: usize) -> Reply {
+        const WORDS: &str = "the mill wheel turns and the river runs past the smithy door ";
+        Reply::Text(WORDS.repeat(bytes / WORDS.len() + 1))
+    }
+
+    /// An error status with an OpenAI-style JSON error body carrying `message`.
+    pub fn error(status: u16, message: &str) -> Reply {
+        Reply::Status(
+            status,
+            json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}})
+                .to_string(),
+        )
+    }
+}
+
+/// The `usage` the stub reports in 200 answers.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum UsageReport {
+    /// Honest: bytes of the messages / chars-per-token, rounded up (the default).
+    #[default]
+    Counted,
+    /// `prompt_tokens` is always this number, whatever was sent: 100 is a server that reports far
+    /// too few, 0 one that reports none.
+    FixedPrompt(u32),
+    /// The honest count times this factor (e.g. 50.0: far too many).
+    Scaled(f64),
+    /// No `usage` object in the answer at all.
+    Absent,
 }
 
 /// One request the stub received.
@@ -149,6 +181,7 @@ struct State {
     max_in_flight: AtomicUsize,
     model: Mutex<String>,
     chars_per_token: Mutex<f64>,
+    usage: Mutex<UsageReport>,
     next_id: AtomicUsize,
 }
 
@@ -204,6 +237,7 @@ impl StubLlmServer {
             max_in_flight: AtomicUsize::new(0),
             model: Mutex::new(DEFAULT_MODEL.to_string()),
             chars_per_token: Mutex::new(4.0),
+            usage: Mutex::new(UsageReport::Counted),
             next_id: AtomicUsize::new(1),
         });
         let (stop, stopped) = watch::channel(false);
@@ -282,6 +316,12 @@ impl StubLlmServer {
     /// How many bytes make one token in reported usage (4 by default).
     pub fn set_chars_per_token(&self, chars_per_token: f64) -> &Self {
         *lock(&self.state.chars_per_token) = chars_per_token.max(0.01);
+        self
+    }
+
+    /// What `usage` later answers report (honest [`UsageReport::Counted`] by default).
+    pub fn set_usage(&self, usage: UsageReport) -> &Self {
+        *lock(&self.state.usage) = usage;
         self
     }
 
@@ -576,25 +616,36 @@ fn completion(
 ) -> Value {
     let chars_per_token = *lock(&state.chars_per_token);
     let prompt: String = request.messages().iter().map(content_text).collect();
-    let prompt_tokens = tokens(&prompt, chars_per_token);
+    let counted = tokens(&prompt, chars_per_token);
     let completion_tokens = tokens(completion_text, chars_per_token);
+    let usage = *lock(&state.usage);
+    let prompt_tokens = match usage {
+        UsageReport::Counted | UsageReport::Absent => counted,
+        UsageReport::FixedPrompt(n) => n,
+        UsageReport::Scaled(factor) => (f64::from(counted) * factor)
+            .ceil()
+            .min(f64::from(u32::MAX)) as u32,
+    };
     let model = request
         .model()
         .map(str::to_string)
         .unwrap_or_else(|| lock(&state.model).clone());
     let id = state.next_id.fetch_add(1, Ordering::SeqCst);
-    json!({
+    let mut body = json!({
         "id": format!("chatcmpl-stub-{id}"),
         "object": "chat.completion",
         "created": 1_795_000_000u32,
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {
+    });
+    if usage != UsageReport::Absent {
+        body["usage"] = json!({
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens.saturating_add(completion_tokens)
-        }
-    })
+        });
+    }
+    body
 }
 
 /// The text of a message's `content` (a string, or the text parts of an array).
@@ -958,6 +1009,27 @@ mod tests {
         assert_eq!(hung, "");
         assert_eq!(server.request_count(), 5);
         assert_eq!(server.pending_replies(), 0);
+    }
+
+    #[test]
+    fn usage_can_lie_or_be_absent() {
+        let server = StubLlmServer::start();
+        let usage = |server: &StubLlmServer| {
+            let response = exchange(server.addr(), &post(BODY), Duration::from_secs(5));
+            let body: Value =
+                serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+            body["usage"].clone()
+        };
+        assert_eq!(usage(&server)["prompt_tokens"], 2);
+        server.set_usage(UsageReport::FixedPrompt(100));
+        assert_eq!(usage(&server)["prompt_tokens"], 100);
+        server.set_usage(UsageReport::FixedPrompt(0));
+        assert_eq!(usage(&server)["prompt_tokens"], 0);
+        server.set_usage(UsageReport::Scaled(50.0));
+        assert_eq!(usage(&server)["prompt_tokens"], 100);
+        server.set_usage(UsageReport::Absent);
+        assert_eq!(usage(&server), Value::Null);
+        assert!(matches!(Reply::oversize(200_000), Reply::Text(t) if t.len() >= 200_000));
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! OpenAiClient over real HTTP against the stub server: success, every fault with the exact number of
 //! attempts the server saw, timeouts, the concurrency limit, the API key, config errors.
+//!
+//! Behaviour only: no test asserts how long anything took. The waits themselves (Retry-After
+//! honoured and capped, the timeout kept within 10%) are measured by `benches/timeouts.rs`; which
+//! wait the client chooses is unit-tested in `openai.rs` (`retry_wait`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use somna_core::config::{LlmConfig, Provider, ToolSpec};
@@ -185,10 +189,12 @@ async fn persistent_500_is_a_server_error_after_max_retries_plus_one() {
     match &err {
         LlmError::Server {
             status,
+            url,
             excerpt,
             attempts,
         } => {
             assert_eq!(*status, 500);
+            assert_eq!(*url, format!("{}/chat/completions", server.base_url()));
             assert!(excerpt.contains("the model crashed"), "{excerpt}");
             assert_eq!(*attempts, 3);
         }
@@ -221,6 +227,20 @@ async fn a_400_is_not_retried() {
 }
 
 #[tokio::test]
+async fn permanent_4xx_are_not_retried_and_a_404_names_the_url() {
+    for status in [400, 401, 403, 404] {
+        let server = StubLlmServer::start();
+        server.set_default(Reply::error(status, "nope"));
+        let err = client(settings(&server)).chat(request()).await.unwrap_err();
+        assert!(err.is_permanent(), "{status}: {err:?}");
+        assert_eq!(err.attempts(), 1, "{status}");
+        assert_eq!(server.request_count(), 1, "{status}");
+        let url = format!("{}/chat/completions", server.base_url());
+        assert!(err.to_string().contains(&url), "{err}");
+    }
+}
+
+#[tokio::test]
 async fn rate_limit_honours_retry_after() {
     let server = StubLlmServer::start();
     server.push_all([
@@ -229,15 +249,10 @@ async fn rate_limit_honours_retry_after() {
         },
         Reply::text("after the wait"),
     ]);
-    let started = Instant::now();
     let response = client(settings(&server)).chat(request()).await.unwrap();
-    let elapsed = started.elapsed();
     assert_eq!(response.text, "after the wait");
     assert_eq!(response.attempts, 2);
     assert_eq!(server.request_count(), 2);
-    // The exponential wait would be 10 ms; the server asked for a second.
-    assert!(elapsed >= Duration::from_secs(1), "{elapsed:?}");
-    assert!(response.latency >= Duration::from_secs(1));
 }
 
 #[tokio::test]
@@ -251,14 +266,10 @@ async fn retry_after_is_capped() {
     ]);
     let mut s = settings(&server);
     s.retry.max_retry_after = Duration::from_millis(200);
-    let started = Instant::now();
+    // Uncapped, this call would wait an hour; it finishes, after a second attempt.
     let response = client(s).chat(request()).await.unwrap();
     assert_eq!(response.attempts, 2);
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(200) && elapsed < Duration::from_secs(3),
-        "{elapsed:?}"
-    );
+    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
@@ -341,37 +352,20 @@ async fn a_dropped_connection_then_success() {
     assert_eq!(server.request_count(), 2);
 }
 
-/// The acceptance criterion: the request timeout is honoured within 10%.
-fn assert_within_10_percent(elapsed: Duration, timeout: Duration) {
-    let slack = Duration::from_millis(50);
-    println!("timeout {timeout:?}: gave up after {elapsed:?}");
-    assert!(
-        elapsed >= timeout,
-        "gave up early: {elapsed:?} < {timeout:?}"
-    );
-    assert!(
-        elapsed < timeout.mul_f64(1.1) + slack,
-        "gave up late: {elapsed:?} for {timeout:?}"
-    );
-}
-
 #[tokio::test]
 async fn a_hung_server_times_out_on_time_without_retrying() {
     let server = StubLlmServer::start();
     server.set_default(Reply::Hang);
     let mut s = settings(&server);
-    s.timeout = Duration::from_secs(2);
-    let started = Instant::now();
+    s.timeout = Duration::from_millis(300);
     let err = client(s).chat(request()).await.unwrap_err();
-    let elapsed = started.elapsed();
     assert_eq!(
         err,
         LlmError::Timeout {
-            after: Duration::from_secs(2),
+            after: Duration::from_millis(300),
             attempts: 1
         }
     );
-    assert_within_10_percent(elapsed, Duration::from_secs(2));
     assert_eq!(server.request_count(), 1);
 }
 
@@ -380,14 +374,13 @@ async fn a_body_that_never_ends_times_out_on_time() {
     let server = StubLlmServer::start();
     server.set_default(Reply::HangBody);
     let mut s = settings(&server);
-    s.timeout = Duration::from_millis(800);
-    let started = Instant::now();
+    s.timeout = Duration::from_millis(300);
     let err = client(s).chat(request()).await.unwrap_err();
     assert!(
         matches!(err, LlmError::Timeout { attempts: 1, .. }),
         "{err:?}"
     );
-    assert_within_10_percent(started.elapsed(), Duration::from_millis(800));
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
@@ -415,7 +408,6 @@ async fn a_slow_answer_within_the_timeout_succeeds() {
     let response = client(s).chat(request()).await.unwrap();
     assert_eq!(response.text, "slowly");
     assert_eq!(response.attempts, 1);
-    assert!(response.latency >= Duration::from_millis(300));
 }
 
 #[tokio::test]

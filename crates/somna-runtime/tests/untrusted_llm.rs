@@ -1,0 +1,282 @@
+//! Trust nothing the model server sends (issue 10): lying usage reports, oversize replies, permanent
+//! 4xx, transient failures and the tool-round limit. The `Agent` component is driven directly
+//! (tick → job → finish) against the stub server over HTTP, so every turn is explicit.
+
+use std::time::Duration;
+
+use serde_json::json;
+use somna_core::tokens::Calibration;
+use somna_core::{AgentId, Role, Timestamp};
+use somna_runtime::agent::{
+    AgentDeps, JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS, REPLY_MAX_TOKENS,
+};
+use somna_runtime::{Agent, Clock, Compactor, Event, EventBus, Inbound, Stamped};
+use somna_store::Store;
+use somna_testkit::{Reply, StubLlmServer, UsageReport};
+use tokio::sync::broadcast;
+
+use crate::support::*;
+
+/// One agent over the stub, its store and its event stream.
+struct Harness {
+    agent: Agent,
+    store: Store,
+    rx: broadcast::Receiver<Stamped>,
+    id: AgentId,
+}
+
+/// An agent whose history holds `messages` turns of village talk, in a window of `max_tokens`.
+fn harness(stub: &StubLlmServer, messages: usize, max_tokens: u32) -> Harness {
+    let store = Store::temporary().unwrap();
+    let id = id("wren");
+    store.create_agent(&id, Timestamp(0)).unwrap();
+    fill(&store, &id, messages, Timestamp(0));
+    let llm = stub_client(stub, Duration::from_secs(5));
+    let events = EventBus::default();
+    let rx = events.subscribe();
+    let deps = AgentDeps {
+        store: store.clone(),
+        compactor: Compactor::new(store.clone(), llm.clone()),
+        llm,
+        events,
+        clock: Clock::real(),
+    };
+    let agent = Agent::load(agent_config("wren", max_tokens), deps).unwrap();
+    Harness {
+        agent,
+        store,
+        rx,
+        id,
+    }
+}
+
+impl Harness {
+    fn say(&mut self, text: &str) {
+        self.agent
+            .inbound(Inbound::User {
+                content: text.into(),
+                name: Some("Aldric".into()),
+            })
+            .unwrap();
+    }
+
+    /// One tick; runs and finishes its job. `None` when the tick started none.
+    async fn tick(&mut self) -> Option<JobOutcome> {
+        let job = self.agent.tick().unwrap()?;
+        let kind = job.kind;
+        let out = job.run().await;
+        self.agent.finish(kind, &out);
+        Some(out)
+    }
+
+    /// Every event since the last call.
+    fn events(&mut self) -> Vec<Event> {
+        let mut seen = Vec::new();
+        while let Ok(s) = self.rx.try_recv() {
+            seen.push(s.event);
+        }
+        seen
+    }
+
+    /// Usage by the local count alone (persona + working context + history, uncalibrated).
+    fn local_usage(&self) -> f64 {
+        self.agent.prompt_tokens().unwrap() as f64
+            / f64::from(self.agent.config().compaction.max_context_tokens)
+    }
+
+    fn calibration(&self) -> Calibration {
+        self.store.agent(&self.id).unwrap().unwrap().calibration
+    }
+}
+
+#[actix::test]
+async fn a_lying_usage_report_cannot_move_usage_below_the_local_count() {
+    for lie in [
+        UsageReport::FixedPrompt(100),
+        UsageReport::FixedPrompt(0),
+        UsageReport::Scaled(50.0),
+        UsageReport::Absent,
+    ] {
+        let stub = StubLlmServer::start();
+        stub.set_usage(lie);
+        // About half the window: no compaction gets in the way.
+        let mut h = harness(&stub, 40, 6000);
+        for turn in 0..6 {
+            h.say(&format!(
+                "Turn {turn}: how is the {} coming along?",
+                line(turn)
+            ));
+            let out = h.tick().await.expect("a step");
+            assert!(out.replied, "{lie:?}: {:?}", out.error);
+            let (usage, local) = (h.agent.usage().unwrap(), h.local_usage());
+            assert!(usage >= local, "{lie:?}: usage {usage} < local {local}");
+        }
+        // Every lie was ignored (or there was nothing to read): the calibration never moved.
+        assert_eq!(h.calibration(), Calibration::default(), "{lie:?}");
+        assert_eq!(stub.request_count(), 6);
+    }
+}
+
+#[actix::test]
+async fn calibration_feedback_follows_an_honest_server_by_bounded_steps() {
+    let stub = StubLlmServer::start();
+    // The server's tokenizer yields more tokens than the heuristic counts (bytes / 3).
+    stub.set_chars_per_token(3.0);
+    let mut h = harness(&stub, 20, 8000);
+    let mut previous = Calibration::default();
+    for turn in 0..5u32 {
+        h.say(&format!("Turn {turn}: {}", line(turn as usize)));
+        let out = h.tick().await.expect("a step");
+        assert!(out.replied, "{:?}", out.error);
+        let cal = h.calibration();
+        assert_eq!(cal.samples, turn + 1);
+        assert!(cal.factor > previous.factor, "{cal:?} after {previous:?}");
+        assert!(cal.factor - previous.factor <= Calibration::MAX_STEP + 1e-12);
+        previous = cal;
+    }
+    // The agent's usage applies what was learned, above the local count.
+    let expected = counter().calibrated(h.agent.prompt_tokens().unwrap(), &previous) as f64
+        / f64::from(h.agent.config().compaction.max_context_tokens);
+    assert_eq!(h.agent.usage().unwrap(), expected);
+    assert!(h.agent.usage().unwrap() > h.local_usage());
+}
+
+#[actix::test]
+async fn an_oversize_reply_is_cut_at_the_cap_with_an_event() {
+    let stub = StubLlmServer::start();
+    // 200 KB in answer to max_tokens = 512.
+    stub.push(Reply::oversize(200_000));
+    let mut h = harness(&stub, 10, 8000);
+    h.say("Tell me everything about the mill.");
+    let out = h.tick().await.expect("a step");
+    assert!(out.replied, "{:?}", out.error);
+    assert_eq!(
+        stub.last_request().unwrap().body["max_tokens"],
+        REPLY_MAX_TOKENS
+    );
+    let events = h.events();
+    let truncated = events
+        .iter()
+        .find_map(|e| match e {
+            Event::ReplyTruncated {
+                seq, tokens, kept, ..
+            } => Some((*seq, *tokens, *kept)),
+            _ => None,
+        })
+        .expect("a reply_truncated event");
+    let (seq, tokens, kept) = truncated;
+    let limit = u64::from(REPLY_MAX_TOKENS) * 5 / 4;
+    assert!(tokens > 20_000, "{tokens}");
+    assert!(kept <= limit, "{kept} > {limit}");
+    let last = h.store.history_tail(&h.id, 1).unwrap().pop().unwrap();
+    assert_eq!((last.seq, last.role), (seq, Role::Assistant));
+    assert!(last.content.ends_with('…'));
+    assert!(u64::from(last.tokens) <= limit + 10);
+    // Nothing like an emergency: the window still has room.
+    assert!(h.agent.usage().unwrap() < 0.8);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::EmergencyTriggered { .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::AgentReplied { text, .. } if text.ends_with('…')))
+    );
+}
+
+#[actix::test]
+async fn a_permanent_4xx_fails_the_turn_at_once_and_the_reply_stays_owed() {
+    for status in [400, 401, 403, 404] {
+        let stub = StubLlmServer::start();
+        stub.push(Reply::error(status, "no such model"));
+        let mut h = harness(&stub, 10, 8000);
+        h.say("Hello?");
+        let out = h.tick().await.expect("a step");
+        assert!(out.permanent && !out.replied, "{status}: {out:?}");
+        let events = h.events();
+        let failed = events
+            .iter()
+            .find_map(|e| match e {
+                Event::TurnFailed {
+                    attempts, reason, ..
+                } => Some((*attempts, reason.clone())),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{status}: no turn_failed in {events:#?}"));
+        assert_eq!(failed.0, 1, "{status}");
+        assert!(failed.1.contains(&format!("HTTP {status}")), "{}", failed.1);
+        if status == 404 {
+            let url = format!("{}/chat/completions", stub.base_url());
+            assert!(failed.1.contains(&url), "{}", failed.1);
+        }
+        let s = h.agent.status().unwrap();
+        assert!(!s.needs_reply && s.reply_owed, "{status}: {s:?}");
+        // No retry: later ticks call nothing.
+        for _ in 0..3 {
+            assert!(h.tick().await.is_none(), "{status}");
+        }
+        assert_eq!(stub.request_count(), 1, "{status}");
+        // New input: the agent answers, and the owed reply is settled.
+        h.say("Hello again?");
+        let out = h.tick().await.expect("a step");
+        assert!(out.replied, "{status}: {out:?}");
+        assert!(!h.agent.status().unwrap().reply_owed);
+    }
+}
+
+#[actix::test]
+async fn transient_failures_fail_the_turn_after_bounded_attempts() {
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::Status(503, "overloaded".into()));
+    let mut h = harness(&stub, 10, 8000);
+    h.say("Hello?");
+    let mut failed = None;
+    // The agent backs off between attempts (2 s, then 4 s); wait for them, bounded.
+    for _ in 0..400 {
+        if h.tick().await.is_some() {
+            failed = h.events().into_iter().find_map(|e| match e {
+                Event::TurnFailed { attempts, .. } => Some(attempts),
+                _ => None,
+            });
+            if failed.is_some() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(failed, Some(MAX_TURN_ATTEMPTS));
+    assert_eq!(stub.request_count(), MAX_TURN_ATTEMPTS as usize);
+    let s = h.agent.status().unwrap();
+    assert!(!s.needs_reply && s.reply_owed, "{s:?}");
+    assert!(h.tick().await.is_none());
+}
+
+#[actix::test]
+async fn the_tool_round_limit_ends_the_turn_with_an_event_and_the_reply_owed() {
+    let stub = StubLlmServer::start();
+    // A model that never stops noting things down.
+    stub.set_default(Reply::tool_call(
+        "call_1",
+        "journal_add",
+        &json!({"content": "Aldric asked again", "importance": 3}),
+    ));
+    let mut h = harness(&stub, 10, 8000);
+    h.say("Hello?");
+    let out = h.tick().await.expect("a step");
+    assert!(out.error.is_none() && !out.replied, "{out:?}");
+    assert!(out.tool_rounds_exhausted);
+    let events = h.events();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::ToolRoundsExhausted { rounds, .. } if *rounds == MAX_TOOL_ROUNDS
+        )),
+        "{events:#?}"
+    );
+    assert_eq!(stub.request_count(), MAX_TOOL_ROUNDS as usize);
+    let s = h.agent.status().unwrap();
+    assert!(!s.needs_reply && s.reply_owed, "{s:?}");
+    assert!(h.tick().await.is_none());
+}
