@@ -16,7 +16,7 @@ use somna_core::record::EventRecord;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
 use somna_llm::LlmClient;
-use somna_runtime::agent::{Agent, AgentDeps, ConfigureError, Inbound};
+use somna_runtime::agent::{Agent, AgentDeps, ConfigureError, Inbound, InboundError};
 use somna_runtime::prompt::{self, WorkingContext};
 use somna_runtime::{Clock, Compactor, EventBus};
 use somna_store::Store;
@@ -127,7 +127,13 @@ impl Local {
     pub fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
-        agent.inbound(input)?;
+        agent.inbound(input).map_err(|e| match e {
+            // Input the agent refuses is invalid input: exit 2, like the server's 413/422.
+            InboundError::TooLarge { .. } | InboundError::Empty => {
+                anyhow::Error::new(crate::Invalid(format!("agent {id}: {e}")))
+            }
+            e => anyhow::Error::new(e).context(format!("agent {id}")),
+        })?;
         // `[store] durable_acks`: say "appended" only once it survives a kill.
         if self.config.store.durable_acks {
             self.store.flush()?;

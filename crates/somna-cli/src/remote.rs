@@ -101,7 +101,7 @@ impl ApiFailure {
     pub fn exit_code(&self) -> u8 {
         match self.code.as_str() {
             "bad_request" | "bad_json" | "invalid_body" | "invalid_config" | "invalid_agent_id"
-            | "invalid_input" => 2,
+            | "invalid_input" | "input_too_large" => 2,
             _ => 1,
         }
     }

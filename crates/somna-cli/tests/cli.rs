@@ -217,3 +217,28 @@ fn journal_and_errors_for_unknown_agents() {
     assert!(!o.status.success());
     assert!(text(&o).contains("emergency_threshold"), "{}", text(&o));
 }
+
+/// Issue 10 item 5: `somna send` refuses input over the agent's `max_input_tokens` with exit 2 and
+/// a message naming the limit; nothing is written.
+#[test]
+fn send_refuses_input_over_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let o = somna(dir.path(), &["create", "smith"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // (0.8 × 2000 − 500) / 2 = 550 tokens.
+    let big = "The miller's cart lost a wheel by the north gate. ".repeat(200);
+    let o = somna(dir.path(), &["send", "smith", &big]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("above this agent's limit of 550 (compaction.max_input_tokens)"),
+        "{t}"
+    );
+    let o = somna(dir.path(), &["history", "smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let history: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(history.is_empty(), "nothing was written: {history:?}");
+    let o = somna(dir.path(), &["send", "smith", "Good morning."]);
+    assert!(o.status.success(), "{}", text(&o));
+}

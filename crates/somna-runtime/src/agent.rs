@@ -71,6 +71,17 @@ pub enum InboundError {
     Empty,
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// The input is larger than the agent's `compaction.max_input_tokens`; nothing was written.
+    #[error(
+        "input is {tokens} tokens, above this agent's limit of {limit} \
+         (compaction.max_input_tokens)"
+    )]
+    TooLarge {
+        /// The input's size, in tokens as the agent counts them (calibrated).
+        tokens: u64,
+        /// The limit in force ([`CompactionConfig::input_limit`](somna_core::config::CompactionConfig::input_limit)).
+        limit: u32,
+    },
 }
 
 /// What an agent is doing right now.
@@ -224,11 +235,17 @@ impl Agent {
             .map_err(AgentLoadError::Config)?;
         let counter = TokenCounter::for_model(&config.model);
         let importance_since_reflection = importance_since_last_reflection(&deps.store, &base.id)?;
-        let needs_reply = deps
-            .store
-            .history_tail(&base.id, 1)?
+        let tail = deps.store.history_tail(&base.id, 1)?;
+        let pending_tools = unanswered_host_calls(&deps.store, &base.id, &config, now)?;
+        // Input, or a tool result the model has not seen yet, owes a reply (once no call waits).
+        let needs_reply = tail
             .last()
-            .is_some_and(|m| m.role == Role::User);
+            .is_some_and(|m| matches!(m.role, Role::User | Role::Tool));
+        let state = if pending_tools.is_empty() {
+            AgentState::Idle
+        } else {
+            AgentState::WaitingForTools
+        };
         Ok(Agent {
             id: base.id.clone(),
             persona_tokens: u64::from(counter.count_text(&config.persona)),
@@ -239,11 +256,11 @@ impl Agent {
             deps,
             working_tokens: 0,
             calibration: record.calibration,
-            state: AgentState::Idle,
+            state,
             needs_reply,
             reply_owed: false,
             reply_in_job: false,
-            pending_tools: Vec::new(),
+            pending_tools,
             observations: Vec::new(),
             failures: 0,
             retry_at: None,
@@ -287,6 +304,11 @@ impl Agent {
     }
 
     /// Takes input: appends it to history (or resolves a tool call) at once, so nothing is lost.
+    ///
+    /// Input larger than the agent's input limit
+    /// ([`CompactionConfig::input_limit`](somna_core::config::CompactionConfig::input_limit)) is
+    /// refused with [`InboundError::TooLarge`] before anything is written, so one input can never
+    /// put the agent beyond what compaction can repair.
     pub fn inbound(&mut self, input: Inbound) -> Result<(), InboundError> {
         let now = self.deps.clock.now();
         match input {
@@ -296,26 +318,29 @@ impl Agent {
                 }
                 let mut m = Message::user(content).at(now);
                 m.name = name;
-                self.append(m)?;
+                let m = self.admit(m)?;
+                self.append_counted(m)?;
                 self.needs_reply = true;
             }
             Inbound::Observation { content } => {
                 if content.trim().is_empty() {
                     return Err(InboundError::Empty);
                 }
-                self.append(
+                let m = self.admit(
                     Message::user(format!("[observation] {content}"))
                         .with_name("world")
                         .at(now),
                 )?;
+                self.append_counted(m)?;
                 self.observations.push(content);
             }
             Inbound::ToolResult { call_id, content } => {
                 let Some(i) = self.pending_tools.iter().position(|p| p.call_id == call_id) else {
                     return Err(InboundError::UnknownToolCall(call_id));
                 };
+                let m = self.admit(Message::tool_result(call_id, content).at(now))?;
                 self.pending_tools.remove(i);
-                self.append(Message::tool_result(call_id, content).at(now))?;
+                self.append_counted(m)?;
                 if self.pending_tools.is_empty() {
                     self.needs_reply = true;
                     if self.state == AgentState::WaitingForTools {
@@ -329,6 +354,25 @@ impl Agent {
 
     fn append(&self, mut m: Message) -> Result<Message, StoreError> {
         m.tokens = self.counter.count_message(&m);
+        self.deps.store.append(&self.id, m)
+    }
+
+    /// Counts an input message and checks it against the input limit; the counted message (its
+    /// `tokens` set) when it fits.
+    fn admit(&self, mut m: Message) -> Result<Message, InboundError> {
+        m.tokens = self.counter.count_message(&m);
+        let tokens = self
+            .counter
+            .calibrated(u64::from(m.tokens), &self.calibration);
+        let limit = self.config.compaction.input_limit();
+        if tokens > u64::from(limit) {
+            return Err(InboundError::TooLarge { tokens, limit });
+        }
+        Ok(m)
+    }
+
+    /// Appends a message [`Agent::admit`] counted.
+    fn append_counted(&self, m: Message) -> Result<Message, StoreError> {
         self.deps.store.append(&self.id, m)
     }
 
@@ -1202,6 +1246,50 @@ fn parse_facts(text: &str, batch: &[u64], now: Timestamp) -> Vec<Fact> {
 }
 
 /// Sum of importance of the journal entries written since the last reflection.
+/// The host tool calls of the live history that no tool result answers yet, so that a restart
+/// keeps waiting for them. Only the last assistant message with tool calls can have any (a step
+/// waits for every call before the next), and only calls to the agent's host tools (built-in
+/// calls are answered within the step). A restart gives the host a fresh `tool_timeout`.
+fn unanswered_host_calls(
+    store: &Store,
+    id: &AgentId,
+    config: &AgentConfig,
+    now: Timestamp,
+) -> Result<Vec<PendingTool>, StoreError> {
+    if config.tools.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Read the tail in growing pieces until it holds an assistant message with tool calls (or it
+    // is the whole history): the calls are normally among the last few messages.
+    let mut n = 16;
+    let tail = loop {
+        let tail = store.history_tail(id, n)?;
+        if tail.len() < n || tail.iter().any(|m| !m.tool_calls.is_empty()) {
+            break tail;
+        }
+        n *= 4;
+    };
+    let Some(at) = tail.iter().rposition(|m| !m.tool_calls.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let answered: Vec<&str> = tail[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    let deadline = now.saturating_add(config.tool_timeout);
+    Ok(tail[at]
+        .tool_calls
+        .iter()
+        .filter(|c| !answered.contains(&c.id.as_str()))
+        .filter(|c| config.tools.iter().any(|t| t.name == c.name))
+        .map(|c| PendingTool {
+            call_id: c.id.clone(),
+            name: c.name.clone(),
+            deadline,
+        })
+        .collect())
+}
+
 fn importance_since_last_reflection(store: &Store, id: &AgentId) -> Result<u64, StoreError> {
     let last = store
         .query_journal(

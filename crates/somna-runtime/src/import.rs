@@ -37,7 +37,8 @@ pub struct ImportReport {
     pub archive_len: u64,
 }
 
-/// Parses every line first (so a bad line changes nothing), then appends the messages, compacting
+/// Parses every line first (so a bad line, or a message over the agent's input limit, changes
+/// nothing), then appends the messages, compacting
 /// at the emergency threshold. `progress(done, total)` is called as messages are appended.
 pub async fn import_jsonl(
     input: impl BufRead,
@@ -49,6 +50,7 @@ pub async fn import_jsonl(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ImportReport, ImportError> {
     let counter = TokenCounter::for_model(&config.model);
+    let limit = config.compaction.input_limit();
     let mut messages = Vec::new();
     for (i, line) in input.lines().enumerate() {
         let line = line?;
@@ -61,11 +63,22 @@ pub async fn import_jsonl(
         })?;
         m.created_at = now;
         m.tokens = counter.count_message(&m);
+        // The live runtime refuses such input (`InboundError::TooLarge`); so does an import.
+        if m.tokens > limit {
+            return Err(ImportError::BadLine {
+                line: i + 1,
+                message: format!(
+                    "the message is {} tokens, above this agent's limit of {limit} \
+                     (compaction.max_input_tokens)",
+                    m.tokens
+                ),
+            });
+        }
         messages.push(m);
     }
     store.ensure_agent(agent, now)?;
     let fixed = u64::from(counter.count_text(&config.persona));
-    let limit = (config.compaction.emergency_threshold
+    let threshold = (config.compaction.emergency_threshold
         * f64::from(config.compaction.max_context_tokens)) as u64;
     let total = messages.len();
     let mut report = ImportReport::default();
@@ -76,12 +89,12 @@ pub async fn import_jsonl(
         batch.push(m);
         let usage = fixed + store.usage_tokens(agent)? + pending_tokens;
         let last = done + 1 == total;
-        if usage >= limit || last || batch.len() >= 1_000 {
+        if usage >= threshold || last || batch.len() >= 1_000 {
             store.append_batch(agent, std::mem::take(&mut batch))?;
             pending_tokens = 0;
             progress(done + 1, total);
         }
-        if config.compaction.enabled && usage >= limit {
+        if config.compaction.enabled && usage >= threshold {
             let outcome = compactor
                 .compact(CompactRequest {
                     agent,

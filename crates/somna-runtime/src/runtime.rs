@@ -200,14 +200,8 @@ impl Runtime {
         let id = config.id.clone();
         let agent =
             Agent::load(config, self.deps()).map_err(|e| RuntimeError::Load(id.clone(), e))?;
-        let clock = self.inner.clock;
-        let tick = clock.to_real(agent.config().tick_every);
-        let sleep_every = clock.to_real(agent.config().sleep_every);
-        let jitter = if agent.config().sleep_jitter.is_zero() {
-            Duration::ZERO
-        } else {
-            clock.to_real(agent.config().sleep_jitter)
-        };
+        let tick = self.inner.clock.to_real(agent.config().tick_every);
+        let timing = sleep_timing(&self.inner.clock, agent.config());
         // Spread first ticks over one period so thousands of agents don't tick in lockstep.
         let n = self.inner.next_arbiter.fetch_add(1, Ordering::Relaxed);
         let offset = tick.mul_f64(((n as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
@@ -217,16 +211,27 @@ impl Runtime {
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
             AgentActor::new(agent, tick, offset, stats, jobs)
         });
+        self.register_sleeps(&id, &addr, timing);
+        self.write_agents().insert(id, addr);
+        Ok(())
+    }
+
+    /// Puts the agent in the scheduler's plan (again, after a change of its sleep settings: its
+    /// next sleep is one new period from now).
+    fn register_sleeps(
+        &self,
+        id: &AgentId,
+        addr: &Addr<AgentActor>,
+        (every, jitter): (Duration, Duration),
+    ) {
         if let Some(s) = &self.inner.scheduler {
             s.do_send(scheduler::Register {
                 id: id.clone(),
                 sleeper: addr.clone().recipient(),
-                every: sleep_every,
+                every,
                 jitter,
             });
         }
-        self.write_agents().insert(id, addr);
-        Ok(())
     }
 
     fn write_agents(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<AgentId, Addr<AgentActor>>> {
@@ -365,13 +370,21 @@ impl Runtime {
             .map_err(|_| RuntimeError::Mailbox(id.clone()))
     }
 
-    /// Changes an agent's config at run time; persisted, so it survives a restart.
+    /// Changes an agent's config at run time; persisted, so it survives a restart. Applied at
+    /// once: a change of `sleep_every` or `sleep_jitter` re-registers the agent with the
+    /// scheduler, so its next sleep is one new period from now.
     pub async fn configure(&self, id: &AgentId, changes: AgentOverrides) -> Result<AgentConfig> {
-        self.addr(id)?
+        let addr = self.addr(id)?;
+        let retimed = changes.sleep_every.is_some() || changes.sleep_jitter.is_some();
+        let config = addr
             .send(actor::Configure(changes))
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
-            .map_err(|e| RuntimeError::Configure(id.clone(), e))
+            .map_err(|e| RuntimeError::Configure(id.clone(), e))?;
+        if retimed {
+            self.register_sleeps(id, &addr, sleep_timing(&self.inner.clock, &config));
+        }
+        Ok(config)
     }
 
     /// A subscriber to every event from now on.
@@ -431,6 +444,16 @@ impl Runtime {
         tracing::info!(bytes = flushed, "shutdown: store flushed");
         Ok(())
     }
+}
+
+/// Real time between an agent's sleeps and the real jitter bound, from its config.
+fn sleep_timing(clock: &Clock, config: &AgentConfig) -> (Duration, Duration) {
+    let jitter = if config.sleep_jitter.is_zero() {
+        Duration::ZERO
+    } else {
+        clock.to_real(config.sleep_jitter)
+    };
+    (clock.to_real(config.sleep_every), jitter)
 }
 
 /// The main job: start the runtime, run until `shutdown` resolves, then shut down gracefully.

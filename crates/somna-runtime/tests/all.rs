@@ -1,7 +1,10 @@
 //! Integration tests of somna-runtime: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod builtins;
 mod compactor;
+mod limits;
+mod main_job;
 mod properties;
 mod runtime;
 mod sleep;

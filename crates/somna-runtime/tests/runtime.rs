@@ -90,6 +90,18 @@ async fn wait_for(
     }
 }
 
+/// The events already published (none is waited for).
+fn drain(rx: &mut broadcast::Receiver<Stamped>) -> Vec<Event> {
+    let mut seen = Vec::new();
+    loop {
+        match rx.try_recv() {
+            Ok(s) => seen.push(s.event),
+            Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+            Err(_) => return seen,
+        }
+    }
+}
+
 fn kinds(events: &[Event], agent: &AgentId) -> Vec<&'static str> {
     events
         .iter()
@@ -133,14 +145,13 @@ async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
     };
     assert_eq!(report.trigger, Trigger::Emergency);
     assert!(report.usage_after < 0.8);
-    // The cool agent (78% < 80%) keeps ticking without an emergency.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut later = Vec::new();
-    while let Ok(s) = rx.try_recv() {
-        later.push(s.event);
+    // The cool agent (78% < 80%) ticks without an emergency: 20 ticks, each handled before
+    // `tick` returns (an emergency is announced within the tick itself).
+    for _ in 0..20 {
+        runtime.tick(&cool).await.unwrap();
     }
+    let later = drain(&mut rx);
     assert!(kinds(&events, &cool).is_empty() && kinds(&later, &cool).is_empty());
-    assert!(runtime.tick_stats().ticks() > 10);
     let cool_status = runtime.status(&cool).await.unwrap();
     assert_eq!(cool_status.compaction_count, 0);
     assert!(cool_status.usage > 0.75 && cool_status.usage < 0.8);
@@ -534,7 +545,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let cfg = config(&[("smith", window, &format!("persona = \"{persona}\""))]);
     let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
     let mut rx = runtime.subscribe();
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+    let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::EmergencyStuck { .. })
     })
     .await;
@@ -556,16 +567,15 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
         )),
         "{reason}"
     );
-    // 30 more ticks: no new emergency.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let mut later = Vec::new();
-    while let Ok(s) = rx.try_recv() {
-        later.push(s.event);
+    // 30 more ticks, each handled before `tick` returns: no new emergency.
+    for _ in 0..30 {
+        runtime.tick(&smith).await.unwrap();
     }
+    let later = drain(&mut rx);
     assert!(kinds(&later, &smith).is_empty(), "{later:?}");
     // New history: the agent tries again (once).
     fill(&store, &smith, 1, Timestamp(0));
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+    let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::CompactionSkipped { .. })
     })
     .await;
@@ -696,4 +706,116 @@ async fn send_waits_for_a_flush_only_with_durable_acks() {
         }
         runtime.shutdown(Duration::from_secs(5)).await.unwrap();
     }
+}
+
+/// The acceptance test of issue 10 item 7: a host tool call the agent waits on when the process
+/// stops is still pending after a restart, and the host's late answer is taken and replied to.
+#[actix::test]
+async fn a_pending_host_tool_call_survives_a_restart() {
+    let stub = StubLlmServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let smith = id("smith");
+    let cfg = config(&[(
+        "smith",
+        8192,
+        "tool_timeout = \"1h\"\ntools = [{ name = \"give_item\", parameters = '{\"type\":\"object\"}' }]",
+    )]);
+    stub.push(Reply::tool_call(
+        "call_1",
+        "give_item",
+        &serde_json::json!({"item": "sword"}),
+    ));
+    let llm = stub_client(&stub, Duration::from_secs(5));
+    let runtime = Runtime::start(cfg.clone(), store.clone(), Arc::clone(&llm), options()).unwrap();
+    let mut rx = runtime.subscribe();
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content: "A sword, please.".into(),
+                name: Some("Aldric".into()),
+            },
+        )
+        .await
+        .unwrap();
+    wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::ToolCallRequested { .. })
+    })
+    .await;
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    drop(runtime);
+    drop(store);
+
+    let store = reopen(dir.path()).await;
+    stub.push(Reply::text("Here is your sword."));
+    let runtime = Runtime::start(cfg, store.clone(), llm, options()).unwrap();
+    let status = runtime.status(&smith).await.unwrap();
+    assert_eq!(status.state, somna_runtime::AgentState::WaitingForTools);
+    let pending: Vec<&str> = status
+        .pending_tools
+        .iter()
+        .map(|p| p.call_id.as_str())
+        .collect();
+    assert_eq!(pending, ["call_1"]);
+    let mut rx = runtime.subscribe();
+    runtime
+        .send(
+            &smith,
+            Inbound::ToolResult {
+                call_id: "call_1".into(),
+                content: "{\"ok\":true}".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    assert!(
+        matches!(events.last(), Some(Event::AgentReplied { text, .. }) if text == "Here is your sword.")
+    );
+    let sent = stub.last_request().unwrap();
+    assert_eq!(sent.messages().last().unwrap()["role"], "tool");
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_invariants(&store, &smith);
+}
+
+/// The acceptance test of issue 10 item 7: `sleep_every` changed at run time is honoured by the
+/// scheduler without a restart. The agent starts with a sleep a year away; after the change to
+/// 50 ms (real time here) it sleeps.
+#[actix::test]
+async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let cfg = config(&[("smith", 8192, "sleep_every = \"365d\"")]);
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        Arc::new(somna_llm::BuiltinClient::new()),
+        RuntimeOptions {
+            schedule_sleeps: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    let mut rx = runtime.subscribe();
+    let changed = runtime
+        .configure(
+            &smith,
+            AgentOverrides {
+                sleep_every: Some(Duration::from_millis(50)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.sleep_every, Duration::from_millis(50));
+    let events = wait_for(&mut rx, Duration::from_secs(10), |e| {
+        matches!(e, Event::SleepCompleted { .. })
+    })
+    .await;
+    assert!(kinds(&events, &smith).contains(&"sleep_started"));
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -93,11 +93,14 @@ pub enum ErrorCode {
     Unavailable,
     /// 503: the runtime is shutting down.
     ShuttingDown,
+    /// 413: input larger than the agent's `compaction.max_input_tokens`; the message names the
+    /// limit and the input's size, and nothing was written.
+    InputTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, in a stable order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadRequest,
         ErrorCode::BadJson,
         ErrorCode::InvalidAgentId,
@@ -118,6 +121,7 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::ShuttingDown,
+        ErrorCode::InputTooLarge,
     ];
 
     /// The code as it appears in error bodies and metrics labels.
@@ -143,6 +147,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::InputTooLarge => "input_too_large",
         }
     }
 
@@ -161,7 +166,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::AgentExists | ErrorCode::Busy => StatusCode::CONFLICT,
             ErrorCode::AgentRetired => StatusCode::GONE,
-            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge | ErrorCode::InputTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::InvalidBody | ErrorCode::InvalidConfig | ErrorCode::InvalidInput => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -344,6 +349,15 @@ impl From<RuntimeError> for ApiError {
                     FieldError {
                         field: "content".into(),
                         message: "is empty".into(),
+                    },
+                ])
+            }
+            RuntimeError::Input(_, e @ InboundError::TooLarge { .. }) => {
+                let message = e.to_string();
+                ApiError::new(ErrorCode::InputTooLarge, message.clone()).with_fields(vec![
+                    FieldError {
+                        field: "content".into(),
+                        message,
                     },
                 ])
             }

@@ -411,3 +411,37 @@ async fn unknown_paths_methods_and_parameters() {
         .expect(400, Some("bad_request"));
     s.stop().await;
 }
+
+/// Issue 10 item 5: input over the agent's `max_input_tokens` is refused with 413
+/// `input_too_large`, naming the limit and the input's size; nothing is written.
+#[actix_rt::test]
+async fn input_over_the_agents_limit_is_refused_with_413() {
+    let s = TestServer::start(FAST).await;
+    s.post(
+        "/v1/agents",
+        r#"{"id": "wren", "config": {"compaction": {"max_input_tokens": 50}}}"#,
+    )
+    .await
+    .expect(201, None);
+    let big = "The miller's cart lost a wheel by the north gate. ".repeat(40);
+    let e = s
+        .post(
+            "/v1/agents/wren/input",
+            &json!({"type": "user", "content": big}).to_string(),
+        )
+        .await
+        .expect(413, Some("input_too_large"));
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("above this agent's limit of 50 (compaction.max_input_tokens)"),
+        "{e}"
+    );
+    assert!(message.starts_with("input is "), "{e}");
+    assert_eq!(e["error"]["fields"][0]["field"], "content");
+    let status = s.get("/v1/agents/wren").await.expect(200, None);
+    assert_eq!(status["history_len"], 0, "nothing was written");
+    // Input within the limit is taken.
+    s.input("wren", json!({"type": "user", "content": "Good morning."}))
+        .await;
+    s.stop().await;
+}

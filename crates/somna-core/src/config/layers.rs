@@ -35,6 +35,7 @@ impl CompactionOverrides {
             mask_after_messages,
             mask_exempt_tools,
             extraction,
+            max_input_tokens,
         } = other;
         lay(&mut self.enabled, enabled);
         lay(&mut self.sleep_threshold, sleep_threshold);
@@ -56,6 +57,7 @@ impl CompactionOverrides {
         lay(&mut self.mask_after_messages, mask_after_messages);
         lay(&mut self.mask_exempt_tools, mask_exempt_tools);
         lay(&mut self.extraction, extraction);
+        lay(&mut self.max_input_tokens, max_input_tokens);
     }
 
     /// `base` with every field this layer sets replaced. Not validated: resolution validates.
@@ -78,6 +80,7 @@ impl CompactionOverrides {
             mask_after_messages,
             mask_exempt_tools,
             extraction,
+            max_input_tokens,
         } = self;
         CompactionConfig {
             enabled: enabled.unwrap_or(base.enabled),
@@ -104,6 +107,7 @@ impl CompactionOverrides {
                 .clone()
                 .unwrap_or_else(|| base.mask_exempt_tools.clone()),
             extraction: extraction.unwrap_or(base.extraction),
+            max_input_tokens: max_input_tokens.unwrap_or(base.max_input_tokens),
         }
     }
 
@@ -132,6 +136,7 @@ impl CompactionOverrides {
             mask_after_messages,
             mask_exempt_tools,
             extraction,
+            max_input_tokens,
         } = self;
         [
             ("enabled", enabled.is_some()),
@@ -154,6 +159,7 @@ impl CompactionOverrides {
             ("mask_after_messages", mask_after_messages.is_some()),
             ("mask_exempt_tools", mask_exempt_tools.is_some()),
             ("extraction", extraction.is_some()),
+            ("max_input_tokens", max_input_tokens.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))

@@ -142,6 +142,37 @@ pub struct CompactionConfig {
     pub mask_exempt_tools: Vec<String>,
     /// How pre-compaction extraction finds notable facts.
     pub extraction: Scorer,
+    /// The largest single input (a user message, an observation, a tool result) the agent
+    /// accepts, in tokens; larger input is refused. 0 means the default derived from the window,
+    /// [`CompactionConfig::input_limit`] gives the value in force.
+    pub max_input_tokens: u32,
+}
+
+impl CompactionConfig {
+    /// The largest input the agent accepts, in tokens: `max_input_tokens`, or when that is 0 the
+    /// default derived from the window, half of what a compaction can bring the prompt down to
+    /// (`(emergency_threshold × max_context_tokens − summary_max_tokens) / 2`). The other half is
+    /// left to the persona, the working context and the recent turns, so whatever is accepted can
+    /// always be compacted below the emergency threshold.
+    pub fn input_limit(&self) -> u32 {
+        if self.max_input_tokens > 0 {
+            self.max_input_tokens
+        } else {
+            self.input_room() / 2
+        }
+    }
+
+    /// What a compaction can bring the prompt below, in tokens: the emergency threshold's share
+    /// of the window minus a full-size summary. An explicit `max_input_tokens` may not exceed it.
+    pub fn input_room(&self) -> u32 {
+        let threshold = (self.emergency_threshold * f64::from(self.max_context_tokens)).floor();
+        let threshold = if threshold.is_finite() && threshold > 0.0 {
+            threshold.min(f64::from(u32::MAX)) as u32
+        } else {
+            0
+        };
+        threshold.saturating_sub(self.summary_max_tokens)
+    }
 }
 
 impl Default for CompactionConfig {
@@ -165,6 +196,7 @@ impl Default for CompactionConfig {
             mask_after_messages: 10,
             mask_exempt_tools: Vec::new(),
             extraction: Scorer::Heuristic,
+            max_input_tokens: 0,
         }
     }
 }
@@ -275,6 +307,8 @@ pub struct CompactionOverrides {
     pub mask_exempt_tools: Option<Vec<String>>,
     /// See [`CompactionConfig::extraction`].
     pub extraction: Option<Scorer>,
+    /// See [`CompactionConfig::max_input_tokens`]; 0 means the default derived from the window.
+    pub max_input_tokens: Option<u32>,
 }
 
 /// Memory overrides; every field optional.

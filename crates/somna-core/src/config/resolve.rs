@@ -613,4 +613,46 @@ name = "forge"
             "t.toml:3: agents[smith].tick_every: must be above zero"
         );
     }
+
+    #[test]
+    fn input_limit_is_derived_from_the_window_unless_set() {
+        let resolved = resolve(
+            "[defaults.compaction]\nmax_context_tokens = 4096\n\n[[agents]]\nid = \"plain\"\n\n\
+             [[agents]]\nid = \"set\"\ncompaction.max_input_tokens = 1000\n",
+        );
+        // (0.8 × 4096 − 1500) / 2 = 888; the default window: (0.8 × 8192 − 1500) / 2 = 2526.
+        let plain = resolved.agent(&id("plain")).unwrap();
+        assert_eq!(plain.compaction.max_input_tokens, 0);
+        assert_eq!(plain.compaction.input_room(), 1776);
+        assert_eq!(plain.compaction.input_limit(), 888);
+        let set = resolved.agent(&id("set")).unwrap();
+        assert_eq!(set.compaction.input_limit(), 1000);
+        assert_eq!(CompactionConfig::default().input_limit(), 2526);
+        // The derived limit follows a run-time change of the window.
+        let wider = plain
+            .with_overrides(&AgentOverrides {
+                compaction: CompactionOverrides {
+                    max_context_tokens: Some(8192),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(wider.compaction.input_limit(), 2526);
+        // A run-time limit above what compaction frees is refused, naming the key.
+        let err = plain
+            .with_overrides(&AgentOverrides {
+                compaction: CompactionOverrides {
+                    max_input_tokens: Some(5000),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("compaction.max_input_tokens: must be at most 1776"),
+            "{err}"
+        );
+    }
 }

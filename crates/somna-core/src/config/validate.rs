@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use super::{
-    AgentDefaults, BUILTIN_TOOLS, LlmConfig, MIN_CONTEXT_TOKENS, Provider, RuntimeSection,
-    StoreConfig, ToolSpec,
+    AgentDefaults, BUILTIN_TOOLS, CompactionConfig, LlmConfig, MIN_CONTEXT_TOKENS, Provider,
+    RuntimeSection, StoreConfig, ToolSpec,
 };
 
 /// One problem: the key, relative to the checked table, and what is wrong.
@@ -212,6 +212,7 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
             ]);
         }
     }
+    check_input_limit(c, report);
     let sections = c.sections.total();
     if sections > u64::from(summary) {
         report.fail(&[
@@ -224,6 +225,59 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
             (
                 "compaction.summary_max_tokens",
                 format!("must be at least the sum of the section caps ({sections}), got {summary}"),
+            ),
+        ]);
+    }
+}
+
+/// Checks that input fits: an explicit `max_input_tokens` must not exceed what a compaction can
+/// bring the prompt below ([`CompactionConfig::input_room`]), and the window must leave room for
+/// some input at all. Called once the thresholds and the summary cap are known to be sane.
+fn check_input_limit(c: &CompactionConfig, report: &mut Reporter<'_>) {
+    let sane = c.emergency_threshold > 0.0
+        && c.emergency_threshold <= 1.0
+        && c.max_context_tokens >= MIN_CONTEXT_TOKENS
+        && c.summary_max_tokens < c.max_context_tokens;
+    if !sane {
+        // The thresholds, the window or the summary cap are reported already.
+        return;
+    }
+    let room = c.input_room();
+    let formula = format!(
+        "emergency_threshold × max_context_tokens − summary_max_tokens = {} × {} − {}",
+        c.emergency_threshold, c.max_context_tokens, c.summary_max_tokens
+    );
+    if c.max_input_tokens > room {
+        report.fail(&[
+            (
+                "compaction.max_input_tokens",
+                format!(
+                    "must be at most {room} ({formula}: what a compaction can bring the prompt \
+                     below), got {}",
+                    c.max_input_tokens
+                ),
+            ),
+            (
+                "compaction.max_context_tokens",
+                format!(
+                    "is too small for max_input_tokens ({}): {formula} leaves {room}",
+                    c.max_input_tokens
+                ),
+            ),
+        ]);
+    } else if c.input_limit() == 0 {
+        report.fail(&[
+            (
+                "compaction.max_context_tokens",
+                format!("leaves no room for input: {formula} leaves {room} tokens"),
+            ),
+            (
+                "compaction.summary_max_tokens",
+                format!("leaves no room for input: {formula} leaves {room} tokens"),
+            ),
+            (
+                "compaction.emergency_threshold",
+                format!("leaves no room for input: {formula} leaves {room} tokens"),
             ),
         ]);
     }

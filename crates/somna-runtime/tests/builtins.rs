@@ -1,0 +1,147 @@
+//! The `recall` tool's results, and an import that refuses a bad line without writing anything.
+
+use std::time::Duration;
+
+use somna_core::record::Trigger;
+use somna_core::{Fact, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_runtime::import::{ImportError, import_jsonl};
+use somna_runtime::{CompactRequest, Compactor, tools};
+use somna_store::Store;
+use somna_testkit::{Reply, StubLlmServer};
+
+use crate::support::*;
+
+fn recall(store: &Store, agent: &somna_core::AgentId, arguments: &str) -> serde_json::Value {
+    let call = ToolCall {
+        id: "call_r".into(),
+        name: tools::RECALL.into(),
+        arguments: arguments.into(),
+    };
+    let result = tools::run_builtin(store, agent, &call, Timestamp(0), |_| 5).unwrap();
+    serde_json::from_str(&result).unwrap()
+}
+
+#[actix::test]
+async fn recall_finds_matching_facts_and_archived_turns() {
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::text(
+        "## Topic arc\n- Orders for the mill.\n## Decisions\n- Deliver to the north gate.\n\
+         ## Pending\n- Deliveries by day 7.\n## User facts\n- Aldric pays in silver.\n\
+         ## Artifacts\n- sword, horseshoe, lantern",
+    ));
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    // Two memory facts, from two journal entries.
+    for (i, note) in ["Aldric owes 40 silver", "Marta's inn needs a kettle"]
+        .iter()
+        .enumerate()
+    {
+        store
+            .append_journal(
+                &smith,
+                JournalEntry::new(Timestamp(i as u64), SourceType::Note, 6, *note),
+            )
+            .unwrap();
+    }
+    let facts = [
+        "Aldric owes 40 silver for the sword",
+        "Marta's inn needs a new kettle",
+    ]
+    .map(|t| Fact::new(Timestamp(0), t, vec![]));
+    store.consolidate(&smith, facts.to_vec(), &[0, 1]).unwrap();
+    // Thirty turns; a manual compaction archives the older ones (the horseshoe talk among them).
+    fill(&store, &smith, 30, Timestamp(0));
+    let config = agent_config("smith", 8192);
+    let compactor = Compactor::new(store.clone(), stub_client(&stub, Duration::from_secs(5)));
+    let outcome = compactor
+        .compact(CompactRequest {
+            agent: &smith,
+            config: &config,
+            trigger: Trigger::Manual,
+            fixed_tokens: 0,
+            now: Timestamp(0),
+        })
+        .await
+        .unwrap();
+    assert!(outcome.report().is_some(), "{outcome:?}");
+    let archived = store.archive_range(&smith, 0, usize::MAX).unwrap();
+    assert!(archived.iter().any(|m| m.content.contains("horseshoe")));
+
+    let found = recall(&store, &smith, r#"{"query": "kettle for the inn"}"#);
+    assert_eq!(
+        found["facts"][0], "Marta's inn needs a new kettle",
+        "{found}"
+    );
+
+    let found = recall(&store, &smith, r#"{"query": "horseshoe"}"#);
+    let turns = found["archived"].as_array().unwrap();
+    assert!(!turns.is_empty(), "{found}");
+    for turn in turns {
+        let turn = turn.as_str().unwrap();
+        assert!(turn.starts_with('#'), "{turn}");
+        assert!(turn.contains("horseshoe"), "{turn}");
+        // Every hit is an archived turn, not one of the live history.
+        let seq: u64 = turn[1..].split(' ').next().unwrap().parse().unwrap();
+        assert!(archived.iter().any(|m| m.seq == seq), "{turn}");
+    }
+    // Bad arguments are an error result for the model, not a failure.
+    let bad = recall(&store, &smith, r#"{"topic": "x"}"#);
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("bad arguments for recall"),
+        "{bad}"
+    );
+}
+
+#[actix::test]
+async fn import_refuses_a_bad_line_or_an_oversized_message_without_writing_anything() {
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let config = agent_config("smith", 8192);
+    let compactor = Compactor::new(
+        store.clone(),
+        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
+    );
+    let good = r#"{"role":"user","content":"A sword, please."}"#;
+    let oversized = serde_json::json!({
+        "role": "user",
+        "content": "iron ingot ".repeat(3 * config.compaction.input_limit() as usize),
+    })
+    .to_string();
+    for (input, bad_line, says) in [
+        (format!("{good}\n{{\"role\": \"user\"\n{good}\n"), 2, ""),
+        (
+            format!("{good}\n{good}\n{oversized}\n"),
+            3,
+            "max_input_tokens",
+        ),
+    ] {
+        let err = import_jsonl(
+            input.as_bytes(),
+            &smith,
+            &config,
+            &store,
+            &compactor,
+            Timestamp(0),
+            |_, _| {},
+        )
+        .await
+        .unwrap_err();
+        let ImportError::BadLine { line, message } = &err else {
+            panic!("expected a bad line, got {err}");
+        };
+        assert_eq!(*line, bad_line, "{err}");
+        assert!(message.contains(says), "{err}");
+        assert!(
+            store.agent(&smith).unwrap().is_none(),
+            "no agent was created"
+        );
+        assert!(
+            store.history(&smith).unwrap().is_empty(),
+            "nothing was written"
+        );
+    }
+}
