@@ -19,10 +19,10 @@ use somna_llm::LlmClient;
 use somna_runtime::agent::{Agent, AgentDeps, ConfigureError, Inbound, InboundError};
 use somna_runtime::prompt::{self, WorkingContext};
 use somna_runtime::{Clock, Compactor, EventBus};
-use somna_store::Store;
+use somna_store::{Store, UncompactOutcome};
 
 use crate::Invalid;
-use crate::output::Out;
+use crate::output::{self, Out};
 
 /// An opened local database with its config.
 pub struct Local {
@@ -143,38 +143,64 @@ impl Local {
         Ok(())
     }
 
+    /// Compacts now; an error (exit 1) after the outcome is printed when the compaction failed.
     pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.compact(force).context("the agent is busy")?;
         let out = run_async(job.run())?;
-        if let Some(e) = out.error {
-            bail!("{e}");
+        let outcome = match (out.compaction, out.error) {
+            (Some(c), _) => serde_json::to_value(&c)?,
+            (None, error) => serde_json::json!({
+                "outcome": "failed",
+                "reason": error.unwrap_or_else(|| "no compaction ran".into()),
+                "usage": 0.0,
+            }),
+        };
+        self.out.compaction(&outcome);
+        match output::compaction_failure(&outcome) {
+            Some(why) => bail!("compaction failed: {why}"),
+            None => Ok(()),
         }
-        self.out.value(&out.compaction);
-        Ok(())
     }
 
+    /// Sleeps now; an error (exit 1) after the result is printed when any step failed.
     pub fn sleep(&self, id: &AgentId) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.sleep().context("the agent is busy")?;
         let out = run_async(job.run())?;
-        if let Some(e) = out.error {
-            bail!("{e}");
-        }
-        self.out.value(&serde_json::json!({
+        // The server's shape (`SleepResult`), plus whether the sleep reflected.
+        let result = serde_json::json!({
+            "outcome": "slept",
             "compaction": out.compaction,
+            "error": out.error,
             "reflected": out.reflected,
-        }));
-        Ok(())
+        });
+        self.out.slept(&result);
+        match output::sleep_failure(&result) {
+            Some(why) => bail!("sleep failed: {why}"),
+            None => Ok(()),
+        }
     }
 
     pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
         self.agent_config(id)?;
-        let outcome = self.store.uncompact(id, seq, now())?;
-        self.out.value(&outcome);
-        Ok(())
+        match self.store.uncompact(id, seq, now())? {
+            UncompactOutcome::Restored { restored } => {
+                let answer = serde_json::json!({
+                    "outcome": "restored",
+                    "summary_seq": seq,
+                    "restored": restored,
+                });
+                self.out.uncompacted(&answer, seq, u64::from(restored));
+                Ok(())
+            }
+            UncompactOutcome::NotFound => bail!(
+                "agent \"{id}\" has no summary with seq {seq} in its history (a summary folded into \
+a later one must wait until that one is undone)"
+            ),
+        }
     }
 
     pub fn configure(&self, id: &AgentId, pairs: &[String]) -> Result<()> {
@@ -185,7 +211,7 @@ impl Local {
             ConfigureError::Invalid(errors) => anyhow::Error::new(Invalid(errors.to_string())),
             e => anyhow::anyhow!("{e}"),
         })?;
-        self.out.value(&config);
+        self.out.configured(&config, &config);
         Ok(())
     }
 
@@ -198,7 +224,8 @@ impl Local {
 
     pub fn facts(&self, id: &AgentId) -> Result<()> {
         self.agent_config(id)?;
-        self.out.value(&self.store.facts(id)?);
+        let facts = self.store.facts(id)?;
+        self.out.facts(&facts, &facts);
         Ok(())
     }
 
@@ -210,7 +237,7 @@ impl Local {
             .into_iter()
             .map(|e| e.event)
             .collect();
-        self.out.value(&events);
+        self.out.events(&events, &events);
         Ok(())
     }
 
@@ -346,7 +373,7 @@ impl Local {
             "compactions": agents.iter().map(|a| u64::from(a.compaction_count)).sum::<u64>(),
             "size_on_disk_bytes": self.store.size_on_disk()?,
         });
-        self.out.value(&totals);
+        self.out.stats(&totals);
         Ok(())
     }
 

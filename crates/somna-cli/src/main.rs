@@ -2,8 +2,9 @@
 //! crates; every operation it offers is a library function. With `--server URL` the agent commands
 //! go to a running server's HTTP API instead (`remote`); `somna run --serve` runs that server.
 //!
-//! Exit codes: 0 success, 1 failure, 2 invalid arguments or configuration (locally, or input the
-//! server refused as invalid: `bad_request`, `invalid_config`, …).
+//! Exit codes: 0 success, 1 failure (a `compact` or `sleep` that failed included), 2 invalid
+//! arguments or configuration (locally — a config file that is missing, unreadable or not UTF-8
+//! included — or input the server refused as invalid: `bad_request`, `invalid_config`, …).
 
 mod cli;
 mod local;
@@ -11,6 +12,7 @@ mod output;
 mod remote;
 mod run;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,7 +21,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_core::{AgentId, JournalQuery, Timestamp};
-use somna_store::{Store, StoreOptions};
+use somna_store::{Store, StoreError, StoreOptions};
 
 use cli::{AgentCommand, Cli, Command};
 use output::Out;
@@ -83,9 +85,11 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SOMNA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour codes only for a person at a terminal, never into a file or a pipe.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
@@ -153,13 +157,7 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             std::fs::create_dir_all(&path).with_context(|| {
                 format!("cannot create the database directory {}", path.display())
             })?;
-            let store = Store::open(
-                &path,
-                StoreOptions {
-                    flush_every: config.store.flush_every,
-                },
-            )
-            .with_context(|| format!("cannot open the database at {}", path.display()))?;
+            let store = open_store(&path, config.store.flush_every)?;
             run::run(run::RunArgs {
                 config,
                 store,
@@ -408,7 +406,8 @@ fn check_config(path: &Path, sets: &[String], out: &Out) -> Result<ExitCode> {
             out.config_errors(path, &errors);
             Ok(ExitCode::from(EXIT_INVALID))
         }
-        Err(LoadError::Io(e)) => Err(e),
+        // A file that cannot be read is an invalid configuration too.
+        Err(LoadError::Io(e)) => Err(Invalid(format!("{e:#}")).into()),
     }
 }
 
@@ -419,7 +418,14 @@ enum LoadError {
 
 fn load_config(path: &Path, sets: &[String]) -> Result<ResolvedConfig, LoadError> {
     let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => {
+                anyhow::anyhow!("config file {} is not UTF-8 text", path.display())
+            }
+            _ => {
+                anyhow::Error::new(e).context(format!("cannot read config file {}", path.display()))
+            }
+        })
         .map_err(LoadError::Io)?;
     let name = path.display().to_string();
     let raw =
@@ -462,14 +468,21 @@ fn open_or_create(cli: &Cli, create: bool) -> Result<(ResolvedConfig, Store)> {
             path.display()
         );
     }
-    let store = Store::open(
-        &path,
-        StoreOptions {
-            flush_every: resolved.store.flush_every,
-        },
-    )
-    .with_context(|| format!("cannot open the database at {}", path.display()))?;
+    let store = open_store(&path, resolved.store.flush_every)?;
     Ok((resolved, store))
+}
+
+/// Opens the database at `path`, with one clear message when another process holds it.
+fn open_store(path: &Path, flush_every: std::time::Duration) -> Result<Store> {
+    Store::open(path, StoreOptions { flush_every }).map_err(|e| match &e {
+        StoreError::Storage(s) if s.is_locked() => anyhow::anyhow!(
+            "the database at {} is in use by another process (a running `somna run`?); send the \
+command to its API with --server URL (`somna run --serve`), or stop it first",
+            path.display()
+        ),
+        // The error's own text only: its source repeats it.
+        e => anyhow::anyhow!("cannot open the database at {}: {e}", path.display()),
+    })
 }
 
 /// The store path: relative paths are relative to the config file's directory.

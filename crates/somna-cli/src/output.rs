@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use somna_core::config::{AgentConfig, ConfigErrors, ResolvedConfig};
-use somna_core::{AgentId, AgentRecord, JournalEntry, Message, MessageKind, Timestamp};
+use somna_core::record::EventRecord;
+use somna_core::{AgentId, AgentRecord, Fact, JournalEntry, Message, MessageKind, Timestamp};
 use somna_runtime::prompt::{Prompt, WorkingContext};
 use somna_runtime::{AgentState, AgentStatus};
 
@@ -33,8 +35,8 @@ impl Out {
         self.json
     }
 
-    /// Any serializable result: JSON with `--json`, else pretty JSON too (results without a
-    /// dedicated text form).
+    /// Any serializable result as JSON (callers print their text form themselves without
+    /// `--json`).
     pub fn value<T: Serialize + ?Sized>(&self, value: &T) {
         self.print_json(value);
     }
@@ -128,15 +130,119 @@ impl Out {
 
     /// A created agent: one line with the resolved config's main values.
     pub fn created(&self, config: &AgentConfig) {
-        let c = &config.compaction;
+        config_line("created", config);
+    }
+
+    /// A configured agent: its config as JSON (`--json`) or one line with the main values.
+    pub fn configured<T: Serialize + ?Sized>(&self, answer: &T, config: &AgentConfig) {
+        if self.json {
+            self.print_json(answer);
+        } else {
+            config_line("configured", config);
+        }
+    }
+
+    /// A compaction outcome, as the runtime serializes it (`{"outcome": ...}`).
+    pub fn compaction(&self, outcome: &Value) {
+        if self.json {
+            self.print_json(outcome);
+        } else {
+            println!("{}", compaction_text(outcome));
+        }
+    }
+
+    /// A sleep's result: `{"outcome": "slept", "compaction", "error", ...}`.
+    pub fn slept(&self, result: &Value) {
+        if self.json {
+            self.print_json(result);
+            return;
+        }
+        if result["outcome"] == "busy" {
+            println!("busy: the agent could not sleep; nothing ran");
+            return;
+        }
         println!(
-            "created {}: model {}, tick every {}, window {} tokens, sleep at {:.0}%, emergency at {:.0}%",
-            config.id,
-            config.model,
-            humantime::format_duration(config.tick_every),
-            c.max_context_tokens,
-            c.sleep_threshold * 100.0,
-            c.emergency_threshold * 100.0
+            "slept{}",
+            if result["reflected"] == true {
+                " (and reflected)"
+            } else {
+                ""
+            }
+        );
+        match &result["compaction"] {
+            Value::Null => println!("  compaction: did not run"),
+            c => println!("  compaction: {}", compaction_text(c)),
+        }
+        if let Some(error) = result["error"].as_str() {
+            println!("  error: {error}");
+        }
+    }
+
+    /// An undone compaction: `restored` messages are back in place of the summary at `seq`.
+    pub fn uncompacted<T: Serialize + ?Sized>(&self, answer: &T, seq: u64, restored: u64) {
+        if self.json {
+            self.print_json(answer);
+        } else {
+            println!("restored {restored} messages in place of the summary at #{seq}");
+        }
+    }
+
+    /// An agent's memory facts, oldest first, with the journal entries they came from.
+    pub fn facts<T: Serialize + ?Sized>(&self, answer: &T, facts: &[Fact]) {
+        if self.json {
+            self.print_json(answer);
+            return;
+        }
+        if facts.is_empty() {
+            println!("no facts yet (sleep distills them from the journal)");
+            return;
+        }
+        for f in facts {
+            let sources: Vec<String> = f.source_entry_ids.iter().map(|e| format!("#{e}")).collect();
+            println!(
+                "#{:<5} {}  {}{}",
+                f.id,
+                f.at,
+                f.text,
+                if sources.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (from journal {})", sources.join(", "))
+                }
+            );
+        }
+    }
+
+    /// An agent's event log, newest first.
+    pub fn events<T: Serialize + ?Sized>(&self, answer: &T, events: &[EventRecord]) {
+        if self.json {
+            self.print_json(answer);
+            return;
+        }
+        if events.is_empty() {
+            println!("no events yet");
+            return;
+        }
+        for e in events {
+            println!("{} {}", e.at(), event_text(e));
+        }
+    }
+
+    /// Totals over every agent and the database size.
+    pub fn stats(&self, totals: &Value) {
+        if self.json {
+            self.print_json(totals);
+            return;
+        }
+        let n = |key: &str| totals[key].as_u64().unwrap_or_default();
+        println!("agents            {}", n("agents"));
+        println!("history messages  {}", n("history_messages"));
+        println!("archive messages  {}", n("archive_messages"));
+        println!("history tokens    {}", n("history_tokens"));
+        println!("compactions       {}", n("compactions"));
+        println!(
+            "size on disk      {:.1} MiB",
+            n("size_on_disk_bytes") as f64 / (1024.0 * 1024.0)
         );
     }
 
@@ -326,6 +432,156 @@ impl Out {
             }
         }
     }
+}
+
+/// `created smith: model builtin, tick every 1s, window 8000 tokens, sleep at 70%, emergency at 80%`.
+fn config_line(verb: &str, config: &AgentConfig) {
+    let c = &config.compaction;
+    println!(
+        "{verb} {}: model {}, tick every {}, window {} tokens, sleep at {:.0}%, emergency at {:.0}%",
+        config.id,
+        config.model,
+        humantime::format_duration(config.tick_every),
+        c.max_context_tokens,
+        c.sleep_threshold * 100.0,
+        c.emergency_threshold * 100.0
+    );
+}
+
+/// Why a compaction outcome is a failure (`"outcome": "failed"`), or `None`.
+pub fn compaction_failure(outcome: &Value) -> Option<String> {
+    (outcome["outcome"] == "failed").then(|| {
+        outcome["reason"]
+            .as_str()
+            .unwrap_or("no reason given")
+            .to_string()
+    })
+}
+
+/// Why a sleep failed: a step reported an error, or its compaction failed; `None` when it did not.
+pub fn sleep_failure(result: &Value) -> Option<String> {
+    if let Some(error) = result["error"].as_str() {
+        return Some(error.to_string());
+    }
+    if result["outcome"] == "busy" {
+        return Some("the agent is busy; nothing ran".to_string());
+    }
+    compaction_failure(&result["compaction"]).map(|why| format!("compaction failed: {why}"))
+}
+
+/// One line for a compaction outcome.
+fn compaction_text(v: &Value) -> String {
+    let pct = |key: &str| v[key].as_f64().unwrap_or_default() * 100.0;
+    let n = |key: &str| v[key].as_u64().unwrap_or_default();
+    match v["outcome"].as_str().unwrap_or_default() {
+        "done" => {
+            let what = match v["summary_seq"].as_u64() {
+                Some(seq) => format!(
+                    "{} messages → summary #{seq} (generation {})",
+                    n("compacted"),
+                    n("generation")
+                ),
+                None => format!("{} messages masked", n("compacted")),
+            };
+            let mut line = format!(
+                "compacted ({}, {}): {what}, {} → {} tokens ({:.0}% reduction); {} kept verbatim, usage now {:.1}%",
+                v["trigger"].as_str().unwrap_or_default(),
+                v["method"].as_str().unwrap_or_default(),
+                n("tokens_before"),
+                n("tokens_after"),
+                v["reduction_pct"].as_f64().unwrap_or_default(),
+                n("preserved"),
+                pct("usage_after")
+            );
+            for key in ["fallback_reason", "warning"] {
+                if let Some(text) = v[key].as_str() {
+                    line.push_str(&format!("\n  {}: {text}", key.replace('_', " ")));
+                }
+            }
+            line
+        }
+        "skipped" => format!(
+            "skipped: {} (usage {:.1}%)",
+            tagged_words(&v["reason"], "reason"),
+            pct("usage")
+        ),
+        "failed" => format!(
+            "failed: {} (usage {:.1}%); nothing changed",
+            v["reason"].as_str().unwrap_or("no reason given"),
+            pct("usage")
+        ),
+        "stalled" => format!(
+            "stalled: the summary would save only {:.1}%; nothing committed (usage {:.1}%)",
+            v["reduction_pct"].as_f64().unwrap_or_default(),
+            pct("usage")
+        ),
+        "busy" => "busy: another compaction of this agent is in flight".to_string(),
+        _ => v.to_string(),
+    }
+}
+
+/// `{"reason": "batch_too_small", "body": 3, "min": 5}` → `batch too small (body 3, min 5)`.
+fn tagged_words(v: &Value, tag: &str) -> String {
+    let name = v[tag].as_str().unwrap_or_default().replace('_', " ");
+    let details: Vec<String> = v
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.as_str() != tag)
+        .map(|(k, value)| match value.as_f64() {
+            Some(x) if value.is_f64() => format!("{} {x:.2}", k.replace('_', " ")),
+            _ => format!("{} {value}", k.replace('_', " ")),
+        })
+        .collect();
+    if details.is_empty() {
+        name
+    } else {
+        format!("{name} ({})", details.join(", "))
+    }
+}
+
+/// One line for a logged event (without its time).
+fn event_text(e: &EventRecord) -> String {
+    match e {
+        EventRecord::Compaction(r) => format!(
+            "compaction ({}, {}): #{}..#{} ({} messages) → summary #{} (generation {}), {} → {} tokens ({:.0}% reduction)",
+            r.trigger,
+            serde_name(&r.method),
+            r.covers.0,
+            r.covers.1,
+            r.compacted,
+            r.summary_seq,
+            r.generation,
+            r.tokens_before,
+            r.tokens_after,
+            r.reduction_pct()
+        ),
+        EventRecord::Uncompaction {
+            summary_seq,
+            restored,
+            ..
+        } => format!("uncompaction: summary #{summary_seq} undone, {restored} messages restored"),
+        EventRecord::Masking {
+            masked,
+            tokens_before,
+            tokens_after,
+            ..
+        } => format!(
+            "masking: {masked} tool outputs masked, {tokens_before} → {tokens_after} tokens"
+        ),
+        EventRecord::CompactionFailed {
+            trigger, reason, ..
+        } => format!("compaction failed ({trigger}): {reason}"),
+        EventRecord::Note { text, .. } => format!("note: {text}"),
+    }
+}
+
+/// A unit enum's serde name (`summary`, `masking`, …).
+fn serde_name<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn join_ids(ids: &[AgentId]) -> String {

@@ -8,17 +8,18 @@
 use std::fmt;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use somna_core::config::AgentConfig;
-use somna_core::{AgentId, JournalEntry, Message};
+use somna_core::record::EventRecord;
+use somna_core::{AgentId, Fact, JournalEntry, Message};
 use somna_runtime::AgentStatus;
 use somna_runtime::agent::Inbound;
 
 use crate::Invalid;
-use crate::output::{AgentListView, Out};
+use crate::output::{self, AgentListView, Out};
 
 /// The largest page the API serves (history, archive, journal).
 const PAGE: usize = 1000;
@@ -253,7 +254,7 @@ impl Remote {
 
     /// `DELETE /v1/agents/{id}`.
     pub fn delete(&self, id: &AgentId) -> Result<()> {
-        let answer = self.call(Method::DELETE, &agent_path(id, "")?, &[], None)?;
+        let answer = self.call(Method::DELETE, &agent_path(id, ""), &[], None)?;
         if self.out.is_json() {
             self.out.value(&answer);
         } else {
@@ -264,13 +265,13 @@ impl Remote {
 
     /// `GET /v1/agents/{id}`.
     pub fn status(&self, id: &AgentId) -> Result<()> {
-        let status = self.get(&agent_path(id, "")?, &[])?;
+        let status = self.get(&agent_path(id, ""), &[])?;
         self.print(&status, |s: AgentStatus| self.out.status_text(&s))
     }
 
     /// `POST /v1/agents/{id}/input`.
     pub fn send(&self, id: &AgentId, input: &Inbound) -> Result<()> {
-        let answer = self.post(&agent_path(id, "/input")?, &serde_json::to_value(input)?)?;
+        let answer = self.post(&agent_path(id, "/input"), &serde_json::to_value(input)?)?;
         if self.out.is_json() {
             self.out.value(&answer);
         } else {
@@ -279,50 +280,55 @@ impl Remote {
         Ok(())
     }
 
-    /// `POST /v1/agents/{id}/compact`: the outcome, as JSON.
+    /// `POST /v1/agents/{id}/compact`; an error (exit 1) after the outcome when it failed.
     pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
-        let outcome = self.post(&agent_path(id, "/compact")?, &json!({ "force": force }))?;
-        self.out.value(&outcome);
-        Ok(())
+        let outcome = self.post(&agent_path(id, "/compact"), &json!({ "force": force }))?;
+        self.out.compaction(&outcome);
+        match output::compaction_failure(&outcome) {
+            Some(why) => Err(anyhow!("compaction failed: {why}")),
+            None => Ok(()),
+        }
     }
 
-    /// `POST /v1/agents/{id}/sleep`: the outcome, as JSON.
+    /// `POST /v1/agents/{id}/sleep`; an error (exit 1) after the result when a step failed.
     pub fn sleep(&self, id: &AgentId) -> Result<()> {
-        let outcome = self.call(Method::POST, &agent_path(id, "/sleep")?, &[], None)?;
-        self.out.value(&outcome);
-        Ok(())
+        let result = self.call(Method::POST, &agent_path(id, "/sleep"), &[], None)?;
+        self.out.slept(&result);
+        match output::sleep_failure(&result) {
+            Some(why) => Err(anyhow!("sleep failed: {why}")),
+            None => Ok(()),
+        }
     }
 
-    /// `POST /v1/agents/{id}/uncompact`: the outcome, as JSON.
+    /// `POST /v1/agents/{id}/uncompact`.
     pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
-        let outcome = self.post(
-            &agent_path(id, "/uncompact")?,
+        let answer = self.post(
+            &agent_path(id, "/uncompact"),
             &json!({ "summary_seq": seq }),
         )?;
-        self.out.value(&outcome);
+        let restored = answer["restored"].as_u64().unwrap_or_default();
+        self.out.uncompacted(&answer, seq, restored);
         Ok(())
     }
 
-    /// `PATCH /v1/agents/{id}/config`: the new config, as JSON.
+    /// `PATCH /v1/agents/{id}/config`.
     pub fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
         let overrides = crate::local::parse_overrides(changes)?;
         let answer = self.call(
             Method::PATCH,
-            &agent_path(id, "/config")?,
+            &agent_path(id, "/config"),
             &[],
             Some(&compact_json(serde_json::to_value(&overrides)?)),
         )?;
-        if self.out.is_json() {
-            self.out.value(&answer);
-        } else {
-            self.out.value(&answer["config"]);
-        }
+        let config: AgentConfig = serde_json::from_value(answer["config"].clone())
+            .context("the server's answer has an unexpected shape")?;
+        self.out.configured(&answer, &config);
         Ok(())
     }
 
     /// Every page of `GET /v1/agents/{id}/history` (or `/archive`); the last `limit` messages.
     pub fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
-        let path = agent_path(id, if archive { "/archive" } else { "/history" })?;
+        let path = agent_path(id, if archive { "/archive" } else { "/history" });
         let mut messages: Vec<Value> = Vec::new();
         let mut from = 0u64;
         loop {
@@ -354,7 +360,7 @@ impl Remote {
 
     /// `GET /v1/agents/{id}/journal`, page after page until `limit` entries (or the last page).
     pub fn journal(&self, id: &AgentId, filters: &JournalFilters) -> Result<()> {
-        let path = agent_path(id, "/journal")?;
+        let path = agent_path(id, "/journal");
         let mut query: Vec<(&str, String)> = Vec::new();
         if let Some(s) = &filters.source {
             query.push(("source_type", s.clone()));
@@ -408,7 +414,7 @@ impl Remote {
     /// `GET /v1/agents/{id}/archive/search`.
     pub fn search(&self, id: &AgentId, query: &str, limit: usize) -> Result<()> {
         let answer = self.get(
-            &agent_path(id, "/archive/search")?,
+            &agent_path(id, "/archive/search"),
             &[("q", query.to_string()), ("limit", limit.to_string())],
         )?;
         if self.out.is_json() {
@@ -421,44 +427,34 @@ impl Remote {
         Ok(())
     }
 
-    /// `GET /v1/agents/{id}/facts`: the facts (text) or the answer (`--json`).
+    /// `GET /v1/agents/{id}/facts`.
     pub fn facts(&self, id: &AgentId) -> Result<()> {
-        let answer = self.get(&agent_path(id, "/facts")?, &[])?;
-        if self.out.is_json() {
-            self.out.value(&answer);
-        } else {
-            self.out.value(&answer["facts"]);
-        }
+        let answer = self.get(&agent_path(id, "/facts"), &[])?;
+        let facts: Vec<Fact> = serde_json::from_value(answer["facts"].clone())
+            .context("the server's facts have an unexpected shape")?;
+        self.out.facts(&answer, &facts);
         Ok(())
     }
 
-    /// `GET /v1/agents/{id}/events`: the event records (text) or the answer (`--json`).
+    /// `GET /v1/agents/{id}/events`.
     pub fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
-        let answer = self.get(&agent_path(id, "/events")?, &[("limit", limit.to_string())])?;
-        if self.out.is_json() {
-            self.out.value(&answer);
-        } else {
-            let events: Vec<Value> = answer["events"]
-                .as_array()
-                .map(|list| list.iter().map(|e| e["event"].clone()).collect())
-                .unwrap_or_default();
-            self.out.value(&events);
-        }
+        let answer = self.get(&agent_path(id, "/events"), &[("limit", limit.to_string())])?;
+        let events: Vec<EventRecord> = answer["events"]
+            .as_array()
+            .map(|list| list.iter().map(|e| e["event"].clone()).collect::<Vec<_>>())
+            .map(|list| serde_json::from_value(Value::Array(list)))
+            .transpose()
+            .context("the server's events have an unexpected shape")?
+            .unwrap_or_default();
+        self.out.events(&answer, &events);
         Ok(())
     }
 }
 
-/// `/v1/agents/{id}{rest}`. Ids are `[A-Za-z0-9_.-]`, so they need no escaping; `.` and `..` alone
-/// would be read as path segments, so they cannot be addressed over HTTP.
-fn agent_path(id: &AgentId, rest: &str) -> Result<String> {
-    if matches!(id.as_str(), "." | "..") {
-        return Err(Invalid(format!(
-            "agent id {:?} cannot be addressed over HTTP (use a local database)",
-            id.as_str()
-        ))
-        .into());
-    }
-    Ok(format!("/v1/agents/{id}{rest}"))
+/// `/v1/agents/{id}{rest}`. Ids are `[A-Za-z0-9_.-]` and never `.` or `..`, so they need no
+/// escaping.
+fn agent_path(id: &AgentId, rest: &str) -> String {
+    format!("/v1/agents/{id}{rest}")
 }
 
 /// The line that confirms a retirement.
@@ -545,10 +541,8 @@ mod tests {
             compact_json(serde_json::to_value(&overrides).unwrap()),
             json!({"persona": "You are Brannoc.", "compaction": {"sleep_threshold": 0.6}})
         );
-        let dots = AgentId::new("..").unwrap();
-        assert!(agent_path(&dots, "").is_err());
         assert_eq!(
-            agent_path(&AgentId::new("smith").unwrap(), "/input").unwrap(),
+            agent_path(&AgentId::new("smith").unwrap(), "/input"),
             "/v1/agents/smith/input"
         );
     }

@@ -52,9 +52,177 @@ fn check_config_exit_codes() {
     let t = text(&o);
     assert!(t.contains("emergency_threshold"), "{t}");
     assert!(t.contains("agents[0].id"), "{t}");
+    // A file that is missing, unreadable or not UTF-8 is an invalid configuration: exit 2.
     let o = somna(dir.path(), &["check-config", "missing.toml"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("cannot read config file missing.toml"));
+    std::fs::create_dir(dir.path().join("dir.toml")).unwrap();
+    let o = somna(dir.path(), &["check-config", "dir.toml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("cannot read config file dir.toml"));
+    std::fs::write(
+        dir.path().join("latin1.toml"),
+        b"[defaults]\npersona = \"Caf\xe9\"\n",
+    )
+    .unwrap();
+    let o = somna(dir.path(), &["check-config", "latin1.toml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("config file latin1.toml is not UTF-8 text"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// An agent `smith` with `n` imported messages (400: a few compactions; 60: none yet) in a fresh
+/// directory.
+fn imported(n: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.path().join("t.jsonl"), conversation(n)).unwrap();
+    let o = somna(dir.path(), &["import", "smith", "t.jsonl", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    dir
+}
+
+/// The last line of `bytes` (the error after any log lines).
+fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[test]
+fn commands_print_text_unless_json_is_given() {
+    let dir = imported(400);
+    let d = dir.path();
+    let is_json = |o: &Output| serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok();
+    // Each command: its text form, then its --json form.
+    let cases: [(&[&str], &str); 6] = [
+        // The import left nothing worth compacting: the builtin summary would not save enough.
+        (
+            &["compact", "smith", "--force"],
+            "stalled: the summary would save only ",
+        ),
+        (&["sleep", "smith"], "slept"),
+        (
+            &["configure", "smith", "compaction.sleep_threshold=0.65"],
+            "configured smith: model builtin",
+        ),
+        (&["facts", "smith"], "(from journal #"),
+        (&["events", "smith", "-n", "50"], " compaction ("),
+        (&["stats"], "history messages  "),
+    ];
+    for (args, expected) in cases {
+        let o = somna(d, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(stdout(&o).contains(expected), "{args:?}: {}", text(&o));
+        assert!(!is_json(&o), "{args:?} printed JSON: {}", text(&o));
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let o = somna(d, &with_json);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(is_json(&o), "{args:?} --json: {}", text(&o));
+    }
+    // Uncompact the newest summary: text, and the server's JSON shape with --json.
+    let o = somna(d, &["events", "smith", "-n", "50", "--json"]);
+    let events: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let newest = events.iter().find(|e| e["type"] == "compaction").unwrap();
+    let seq = newest["summary_seq"].as_u64().unwrap().to_string();
+    let o = somna(d, &["uncompact", "smith", &seq]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        stdout(&o).starts_with("restored ")
+            && stdout(&o).contains(&format!("the summary at #{seq}")),
+        "{}",
+        text(&o)
+    );
+    // No summary at that seq: an error naming it (exit 1), not a quiet `not_found`.
+    let o = somna(d, &["uncompact", "smith", "999999", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("no summary with seq 999999"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn compact_and_sleep_exit_non_zero_when_they_fail() {
+    // Not compacted yet: there is a body to compact.
+    let dir = imported(60);
+    let d = dir.path();
+    // Every LLM call fails: the stub answers 500, with no retries.
+    let stub = somna_testkit::StubLlmServer::start();
+    stub.set_default(somna_testkit::Reply::Status(
+        500,
+        "the model is down".into(),
+    ));
+    let llm = [
+        "--set".to_string(),
+        "llm.provider=openai".to_string(),
+        "--set".to_string(),
+        "llm.model=stub".to_string(),
+        "--set".to_string(),
+        format!("llm.base_url={}", stub.base_url()),
+        "--set".to_string(),
+        "llm.max_retries=0".to_string(),
+    ];
+    let with = |args: &[&str]| -> Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(llm.iter().map(String::as_str));
+        somna(d, &all)
+    };
+    let o = with(&["compact", "smith", "--force"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(stdout(&o).starts_with("failed: "), "{}", text(&o));
+    assert!(
+        last_line(&o.stderr).starts_with("error: compaction failed: the summarizer failed"),
+        "{}",
+        text(&o)
+    );
+    let o = with(&["compact", "smith", "--force", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outcome"], "failed", "{v}");
+
+    // A sleep whose compaction fails: exit 1 too, with the result printed.
+    let o = with(&[
+        "sleep",
+        "smith",
+        "--set",
+        "defaults.compaction.sleep_threshold=0.1",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outcome"], "slept", "{v}");
+    assert_eq!(v["compaction"]["outcome"], "failed", "{v}");
+    assert!(
+        last_line(&o.stderr).starts_with("error: sleep failed: "),
+        "{}",
+        text(&o)
+    );
+    // The same agent with a working model compacts and sleeps with exit 0.
+    assert!(somna(d, &["compact", "smith", "--force"]).status.success());
+    assert!(somna(d, &["sleep", "smith"]).status.success());
+}
+
+#[test]
+fn logs_carry_no_colour_codes_into_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    // No runtime.toml: `--db` with the defaults, which logs at debug level.
+    let o = somna(dir.path(), &["-vv", "--db", "db", "create", "smith"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no usable config"), "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
 }
 
 /// A conversation in OpenAI JSONL with tool calls, `n` lines.

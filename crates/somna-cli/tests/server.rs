@@ -159,6 +159,15 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains(r#""status":"ok""#), "{health}");
 
+    // The server holds the database: a local command says so once, in words, and points at
+    // --server.
+    let o = command(dir, None).arg("agents").output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("in use by another process").count(), 1, "{err}");
+    assert!(err.contains("--server URL"), "{err}");
+    assert!(!err.contains("Os {"), "{err}");
+
     let somna = |args: &[&str]| -> Output {
         command(dir, Some(TOKEN))
             .arg("--server")
@@ -325,6 +334,19 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     );
     let v = json(&["sleep", "smith"]);
     assert_eq!(v["outcome"], "slept", "{v}");
+    // The text forms of the server's answers.
+    let o = somna(&["sleep", "smith"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).starts_with("slept"), "{}", text(&o));
+    let o = somna(&["events", "smith"]);
+    assert!(
+        text(&o).contains(&format!(
+            "uncompaction: summary #{summary_seq} undone, 8 messages restored"
+        )),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains(" compaction (manual, "), "{}", text(&o));
 
     // Errors: unknown agent (1), wrong or missing token (1, 401), local-only commands (2).
     let o = somna(&["status", "ghost"]);

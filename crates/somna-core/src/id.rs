@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 /// The longest agent id accepted, in bytes.
 pub const MAX_AGENT_ID_LEN: usize = 64;
 
-/// An agent's id: 1 to 64 characters from `[A-Za-z0-9_.-]`.
+/// An agent's id: 1 to 64 characters from `[A-Za-z0-9_.-]`, other than `.` and `..`.
 ///
 /// The restriction keeps ids usable in URLs, file names and sled key prefixes (an id never contains
-/// the 0x00 separator byte, so one agent's keys form a contiguous range).
+/// the 0x00 separator byte, so one agent's keys form a contiguous range). `.` and `..` are refused
+/// because URLs and paths read them as "this" and "the parent" segment: such an agent could not be
+/// addressed over HTTP.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct AgentId(String);
@@ -24,6 +26,8 @@ pub enum AgentIdError {
     TooLong(String),
     #[error("agent id {0:?} has characters outside [A-Za-z0-9_.-]")]
     BadChar(String),
+    #[error("agent id {0:?} is reserved (`.` and `..` are path segments, not names)")]
+    Reserved(String),
 }
 
 impl AgentId {
@@ -41,6 +45,9 @@ impl AgentId {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
         {
             return Err(AgentIdError::BadChar(id));
+        }
+        if matches!(id.as_str(), "." | "..") {
+            return Err(AgentIdError::Reserved(id));
         }
         Ok(Self(id))
     }
@@ -100,5 +107,15 @@ mod tests {
             AgentId::new("x".repeat(65)),
             Err(AgentIdError::TooLong(_))
         ));
+        for dots in [".", ".."] {
+            assert_eq!(
+                AgentId::new(dots),
+                Err(AgentIdError::Reserved(dots.to_string()))
+            );
+        }
+        assert!(AgentId::new("...").is_ok());
+        assert!(AgentId::new(".hidden").is_ok());
+        let e = serde_json::from_str::<AgentId>("\"..\"").unwrap_err();
+        assert!(e.to_string().contains("reserved"), "{e}");
     }
 }

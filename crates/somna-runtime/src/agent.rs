@@ -48,7 +48,7 @@ pub const NO_FACTS: &str = "(none)";
 
 /// Input for an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Inbound {
     /// Someone speaks to the agent; it owes a reply.
     User {

@@ -24,6 +24,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// simply closed after the answer.
 const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
 
+/// How long a refused body may pause before the 413 is sent without reading the rest.
+const DRAIN_IDLE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The default of how long a whole body may take to arrive (a guard against clients that trickle
 /// bytes).
 pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -58,12 +61,20 @@ impl BodyKind {
     }
 }
 
-/// Reads the whole body: at most `limits.max_bytes`, within `limits.timeout`.
+/// Reads the whole body: at most `limits.max_bytes`, within `limits.timeout`. A body whose
+/// declared `Content-Length` is over the limit is refused without waiting for it (a client that
+/// declares 10 MB and sends it slowly gets its 413 at once, not a 408 after the body timeout);
+/// what of it is already flowing is drained first.
 pub(crate) async fn read_body(
     req: &HttpRequest,
     payload: web::Payload,
     limits: BodyLimits,
 ) -> Result<Bytes, ApiError> {
+    if declared_length(req).is_some_and(|n| n > limits.max_bytes as u64) {
+        // The drain is bounded by the body timeout too, against a body that trickles forever.
+        let _ = tokio::time::timeout(limits.timeout, drain_while_flowing(payload)).await;
+        return Err(too_large(limits.max_bytes));
+    }
     tokio::time::timeout(limits.timeout, read_limited(req, payload, limits.max_bytes))
         .await
         .unwrap_or_else(|_| {
@@ -86,26 +97,46 @@ pub(crate) struct BodyLimits {
     pub(crate) timeout: std::time::Duration,
 }
 
+/// Reads and throws away a refused body for as long as it keeps flowing (each chunk within
+/// [`DRAIN_IDLE`] of the last, at most [`DRAIN_LIMIT`] bytes), so that a client still writing it
+/// sees the answer instead of a reset connection, while a client that declared a large body and
+/// does not send it gets its answer after one idle period, not after the body timeout.
+async fn drain_while_flowing(mut payload: web::Payload) {
+    let mut drained = 0usize;
+    while drained <= DRAIN_LIMIT {
+        match tokio::time::timeout(DRAIN_IDLE, payload.next()).await {
+            Ok(Some(Ok(chunk))) => drained = drained.saturating_add(chunk.len()),
+            Ok(Some(Err(_)) | None) | Err(_) => return,
+        }
+    }
+}
+
+/// The 413 for a body over `limit` bytes.
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the request body is larger than the limit of {limit} bytes"),
+    )
+}
+
+/// The body length the client declared in `Content-Length`, if it did.
+fn declared_length(req: &HttpRequest) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 async fn read_limited(
     req: &HttpRequest,
     mut payload: web::Payload,
     limit: usize,
 ) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body is larger than the limit of {limit} bytes"),
-        )
-    };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(req);
     let mut body = BytesMut::with_capacity(
         declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit)),
     );
-    let mut oversized = declared.is_some_and(|n| n > limit as u64);
+    let mut oversized = false;
     let mut drained = 0usize;
     while let Some(chunk) = payload.next().await {
         let chunk = chunk
@@ -126,7 +157,7 @@ async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     if oversized {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
     Ok(body.freeze())
 }

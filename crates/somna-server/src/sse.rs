@@ -36,6 +36,26 @@ impl EventFilter {
     }
 }
 
+/// Every event `type` the runtime emits (`Event::kind`), the names `?types=` accepts. An unknown
+/// name is a 400, so that a typo never makes a stream silently empty. A new `Event` variant adds its
+/// name here (the test `event_types_are_the_runtimes` stops compiling until it does).
+pub(crate) const EVENT_TYPES: &[&str] = &[
+    "compaction_started",
+    "compaction_completed",
+    "compaction_skipped",
+    "compaction_failed",
+    "emergency_triggered",
+    "uncompacted",
+    "sleep_started",
+    "consolidation_completed",
+    "sleep_completed",
+    "agent_replied",
+    "tool_call_requested",
+    "tool_call_timed_out",
+    "warning",
+    "error",
+];
+
 /// The first bytes of every stream.
 pub(crate) const CONNECTED: &str = ": connected\n\n";
 /// The keep-alive comment.
@@ -234,5 +254,106 @@ mod tests {
             next_text(&mut s).await,
             "data: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
         );
+    }
+
+    /// The `type` of `event` as [`EVENT_TYPES`] spells it. The match is exhaustive: a new `Event`
+    /// variant does not compile here until it is given a name in [`EVENT_TYPES`].
+    fn listed_type(event: &Event) -> &'static str {
+        let i = match event {
+            Event::CompactionStarted { .. } => 0,
+            Event::CompactionCompleted { .. } => 1,
+            Event::CompactionSkipped { .. } => 2,
+            Event::CompactionFailed { .. } => 3,
+            Event::EmergencyTriggered { .. } => 4,
+            Event::Uncompacted { .. } => 5,
+            Event::SleepStarted { .. } => 6,
+            Event::ConsolidationCompleted { .. } => 7,
+            Event::SleepCompleted { .. } => 8,
+            Event::AgentReplied { .. } => 9,
+            Event::ToolCallRequested { .. } => 10,
+            Event::ToolCallTimedOut { .. } => 11,
+            Event::Warning { .. } => 12,
+            Event::Error { .. } => 13,
+        };
+        EVENT_TYPES[i]
+    }
+
+    #[test]
+    fn event_types_are_the_runtimes() {
+        let agent = AgentId::new("smith").unwrap();
+        let trigger = somna_core::record::Trigger::Manual;
+        let events = [
+            Event::CompactionStarted {
+                agent: agent.clone(),
+                trigger,
+                usage: 0.5,
+            },
+            Event::CompactionSkipped {
+                agent: agent.clone(),
+                trigger,
+                reason: "r".into(),
+                usage: 0.5,
+            },
+            Event::CompactionFailed {
+                agent: agent.clone(),
+                trigger,
+                reason: "r".into(),
+            },
+            Event::EmergencyTriggered {
+                agent: agent.clone(),
+                usage: 0.9,
+            },
+            Event::Uncompacted {
+                agent: agent.clone(),
+                summary_seq: 1,
+                restored: 2,
+            },
+            Event::SleepStarted {
+                agent: agent.clone(),
+            },
+            Event::ConsolidationCompleted {
+                agent: agent.clone(),
+                entries: 1,
+                facts: 1,
+                reflections: 0,
+            },
+            Event::SleepCompleted {
+                agent: agent.clone(),
+            },
+            Event::AgentReplied {
+                agent: agent.clone(),
+                seq: 1,
+                text: "t".into(),
+            },
+            Event::ToolCallRequested {
+                agent: agent.clone(),
+                call_id: "c".into(),
+                name: "n".into(),
+                arguments: "{}".into(),
+            },
+            Event::ToolCallTimedOut {
+                agent: agent.clone(),
+                call_id: "c".into(),
+                name: "n".into(),
+            },
+            Event::Warning {
+                agent: agent.clone(),
+                message: "m".into(),
+            },
+            Event::Error {
+                agent,
+                message: "m".into(),
+            },
+        ];
+        for event in &events {
+            assert_eq!(listed_type(event), event.kind());
+            let json = serde_json::to_value(event).unwrap();
+            assert_eq!(json["type"], event.kind());
+        }
+        // Every name is distinct, so the index of each variant is its own.
+        let mut names = EVENT_TYPES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), EVENT_TYPES.len());
     }
 }

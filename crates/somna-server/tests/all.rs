@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod agents;
+mod edges;
 mod fuzz;
 mod python;
 mod reads;

@@ -14,7 +14,7 @@ use crate::support::TestServer;
 #[actix_rt::test]
 async fn python_host_example_runs_against_the_api() {
     if std::env::var_os("SOMNA_SKIP_PYTHON").is_some() {
-        println!("skipped: SOMNA_SKIP_PYTHON is set");
+        somna_testkit::skip("SOMNA_SKIP_PYTHON is set (examples/python_host.py was not run)");
         return;
     }
     let stub = StubLlmServer::start();

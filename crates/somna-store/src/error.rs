@@ -98,6 +98,11 @@ impl StorageError {
     pub fn is_corruption(&self) -> bool {
         matches!(self.0, sled::Error::Corruption { .. })
     }
+
+    /// True when another process holds the database open (sled allows one process per database).
+    pub fn is_locked(&self) -> bool {
+        matches!(&self.0, sled::Error::Io(e) if e.to_string().starts_with("could not acquire lock"))
+    }
 }
 
 impl std::fmt::Display for StorageError {

@@ -4,9 +4,12 @@
 //!   faults on demand ([`Reply`]), recording every request ([`RecordedRequest`]).
 //! - [`fixtures`]: loaders for the shared fixtures in `tests/fixtures/` (the 200-turn transcript and its
 //!   hand-written expectations).
+//! - [`skip`]: [`skip()`], the one way a test that cannot run here says so (and is counted).
 
 pub mod fixtures;
+pub mod skip;
 pub mod stub;
 
 pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
+pub use skip::{SKIP_LOG_ENV, skip};
 pub use stub::{RecordedRequest, Reply, StubLlmServer, UsageReport};

@@ -13,7 +13,7 @@ use somna_testkit::transcript_200;
 
 fn real() -> Option<(OpenAiClient, String)> {
     if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
-        println!("skipped: set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
+        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
         return None;
     }
     let base_url =

@@ -9,7 +9,7 @@ use super::{Reply, State, json, no_params, parse_agent_id};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::RuntimeGauges;
 use crate::query::Params;
-use crate::sse::{EventFilter, event_stream};
+use crate::sse::{EVENT_TYPES, EventFilter, event_stream};
 
 /// `GET /healthz` (no token needed): `{"status":"ok"}` while the server runs.
 pub(crate) async fn healthz() -> Reply {
@@ -46,6 +46,15 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
         .filter(|t| !t.is_empty())
         .map(str::to_string)
         .collect();
+    if let Some(unknown) = types.iter().find(|t| !EVENT_TYPES.contains(&t.as_str())) {
+        return Err(ApiError::bad_param(
+            "types",
+            format!(
+                "unknown event type {unknown:?} (expected any of: {})",
+                EVENT_TYPES.join(", ")
+            ),
+        ));
+    }
     if *state.shutdown.borrow() {
         return Err(ApiError::new(
             ErrorCode::ShuttingDown,
