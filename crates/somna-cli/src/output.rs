@@ -573,6 +573,24 @@ fn event_text(e: &EventRecord) -> String {
             trigger, reason, ..
         } => format!("compaction failed ({trigger}): {reason}"),
         EventRecord::Note { text, .. } => format!("note: {text}"),
+        EventRecord::EmergencyFallback {
+            reason,
+            steps,
+            tokens_before,
+            tokens_after,
+            stuck,
+            ..
+        } => {
+            let steps: Vec<String> = steps.iter().map(serde_name).collect();
+            let mut line = format!(
+                "emergency fallback ({}): {tokens_before} → {tokens_after} tokens; why: {reason}",
+                steps.join(" → ")
+            );
+            if let Some(why) = stuck {
+                line.push_str(&format!("; still over the threshold: {why}"));
+            }
+            line
+        }
     }
 }
 

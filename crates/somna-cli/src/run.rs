@@ -326,6 +326,23 @@ fn describe(event: &Event, quiet: bool) -> Option<String> {
         }
         Event::Warning { message, .. } => format!("{agent} ⚠ {}", clip(message, 100)),
         Event::Error { message, .. } => format!("{agent} ✗ {}", clip(message, 100)),
+        Event::EmergencyStuck { usage, reason, .. } => format!(
+            "{agent} ⚠ emergency stuck at {:.0}%: {}",
+            usage * 100.0,
+            clip(reason, 100)
+        ),
+        Event::ReplyTruncated { tokens, kept, .. } => {
+            format!("{agent} ✂ reply cut at the cap: {tokens} → {kept} tokens")
+        }
+        Event::TurnFailed {
+            attempts, reason, ..
+        } => format!(
+            "{agent} ✗ turn failed after {attempts} attempts: {}",
+            clip(reason, 100)
+        ),
+        Event::ToolRoundsExhausted { rounds, .. } => {
+            format!("{agent} ⚙ no reply after {rounds} tool rounds; the reply is owed")
+        }
         _ => return None,
     })
 }

@@ -54,6 +54,10 @@ pub(crate) const EVENT_TYPES: &[&str] = &[
     "tool_call_timed_out",
     "warning",
     "error",
+    "emergency_stuck",
+    "reply_truncated",
+    "turn_failed",
+    "tool_rounds_exhausted",
 ];
 
 /// The first bytes of every stream.
@@ -274,6 +278,10 @@ mod tests {
             Event::ToolCallTimedOut { .. } => 11,
             Event::Warning { .. } => 12,
             Event::Error { .. } => 13,
+            Event::EmergencyStuck { .. } => 14,
+            Event::ReplyTruncated { .. } => 15,
+            Event::TurnFailed { .. } => 16,
+            Event::ToolRoundsExhausted { .. } => 17,
         };
         EVENT_TYPES[i]
     }
@@ -341,9 +349,27 @@ mod tests {
                 message: "m".into(),
             },
             Event::Error {
-                agent,
+                agent: agent.clone(),
                 message: "m".into(),
             },
+            Event::EmergencyStuck {
+                agent: agent.clone(),
+                usage: 0.9,
+                threshold: 0.8,
+                reason: "r".into(),
+            },
+            Event::ReplyTruncated {
+                agent: agent.clone(),
+                seq: 1,
+                tokens: 900,
+                kept: 512,
+            },
+            Event::TurnFailed {
+                agent: agent.clone(),
+                attempts: 3,
+                reason: "r".into(),
+            },
+            Event::ToolRoundsExhausted { agent, rounds: 4 },
         ];
         for event in &events {
             assert_eq!(listed_type(event), event.kind());
