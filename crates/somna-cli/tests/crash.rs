@@ -78,9 +78,11 @@ fn start(dir: &Path) -> (Child, String) {
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("somna run --serve printed no address");
+        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("somna run --serve printed no address");
+        };
         if let Some(rest) = line.strip_prefix("somna: API on ") {
             let addr = rest.split_whitespace().next().unwrap();
             return (child, addr.trim_start_matches("http://").to_string());
