@@ -7,7 +7,9 @@
 //! - [`config`]: runtime.toml: raw structs, layered overrides, resolved per-agent config, validation.
 //! - [`tokens`]: `TokenCounter` (tiktoken for known models, a calibrated heuristic otherwise) and
 //!   `Calibration`.
-//! - [`compaction`]: `plan` (head/body/tail, tool groups, chunks), masking, summary prompts.
+//! - [`usage`]: the usage formula, written once (persona + working context + history, calibrated,
+//!   over `max_context_tokens`); every caller uses `Usage::new`.
+//! - [`compaction`]: `plan` (head/body/tail, tool groups, chunks), masking, the summary message text.
 //! - [`interchange`]: OpenAI-format JSONL (import/export).
 //! - [`retrieval`]: BM25 keyword scoring for the working context and `recall`.
 //! - [`id`], [`time`]: `AgentId` and `Timestamp` (core never reads the clock; callers pass `now`).
@@ -22,6 +24,7 @@ pub mod record;
 pub mod retrieval;
 pub mod time;
 pub mod tokens;
+pub mod usage;
 
 pub use id::AgentId;
 pub use journal::{EntryId, Fact, FactId, JournalEntry, JournalQuery, SourceType};

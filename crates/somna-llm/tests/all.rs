@@ -12,6 +12,8 @@
 mod builtin;
 #[path = "all/openai.rs"]
 mod openai;
+#[path = "all/prompts.rs"]
+mod prompts;
 #[path = "all/real_llm.rs"]
 mod real_llm;
 #[path = "all/summarizer.rs"]

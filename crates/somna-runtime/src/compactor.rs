@@ -12,10 +12,11 @@ use somna_core::config::{AgentConfig, CompactionConfig, Scorer};
 use somna_core::message::{Message, MessageKind, Role, SummaryMeta};
 use somna_core::record::{CompactionMethod, CompactionRecord, EventRecord, Trigger, reduction_pct};
 use somna_core::tokens::TokenCounter;
+use somna_core::usage::{Usage, calibration_factor};
 use somna_core::{AgentId, JournalEntry, SourceType, Timestamp};
-use somna_llm::builtin;
+use somna_llm::prompts::{self, MAX_EXTRACTED_FACTS};
 use somna_llm::transcript::Turn;
-use somna_llm::{ChatMessage, ChatRequest, LlmClient, LlmError, Purpose};
+use somna_llm::{LlmClient, LlmError, builtin};
 use somna_store::{CommitOutcome, CompactionCommit, Store, StoreError, UncompactOutcome};
 
 /// A compaction that saves less than this share of the prompt is a stall: it is not committed.
@@ -24,8 +25,6 @@ pub const STALL_REDUCTION_PCT: f64 = 5.0;
 const MERGE_FAN_IN: usize = 8;
 /// Most rounds of merging (a bound, not a loop condition that can run forever).
 const MAX_MERGE_ROUNDS: usize = 4;
-/// Most pre-compaction extraction entries per compaction.
-const MAX_EXTRACTED: usize = 12;
 /// Summaries may overshoot `summary_max_tokens` by this factor (tokenizers disagree slightly).
 const SUMMARY_CAP_SLACK: f64 = 1.10;
 
@@ -273,6 +272,7 @@ impl Compactor {
         Ok(self.store.uncompact(agent, summary_seq, now)?)
     }
 
+    /// The agent's calibration factor for [`Usage`], from its stored record.
     fn calibration(&self, agent: &AgentId, counter: &TokenCounter) -> Result<f64, CompactError> {
         if counter.is_exact() {
             return Ok(1.0);
@@ -280,7 +280,7 @@ impl Compactor {
         Ok(self
             .store
             .agent(agent)?
-            .map_or(1.0, |r| r.calibration.effective_factor()))
+            .map_or(1.0, |r| calibration_factor(counter, &r.calibration)))
     }
 
     fn log_failure(&self, req: &CompactRequest<'_>, reason: String) -> Result<(), CompactError> {
@@ -309,23 +309,16 @@ impl Compactor {
         } else {
             cfg.compact_model.clone()
         };
-        let instructions = prompt::instructions(cfg);
         let mut parts = Vec::new();
         // The server's own count of the last answer's tokens, when it reports one.
         let mut server_tokens = None;
         for chunk in plan.summarizer_chunks(history, counter) {
             let (text, completion) = self
-                .ask(
-                    &model,
-                    &instructions,
-                    somna_llm::transcript::frame(&chunk),
-                    cfg,
-                )
+                .ask(prompts::summary_request(&model, cfg, &chunk))
                 .await?;
             server_tokens = completion;
             parts.push(text);
         }
-        let merge = prompt::merge_instructions(cfg);
         let mut rounds = 0;
         while parts.len() > 1 {
             if rounds == MAX_MERGE_ROUNDS {
@@ -341,13 +334,8 @@ impl Compactor {
                     merged.push(group[0].clone());
                     continue;
                 }
-                let body = group
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| format!("<summary part=\"{}\">\n{}\n</summary>", i + 1, s))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let (text, completion) = self.ask(&model, &merge, body, cfg).await?;
+                let (text, completion) =
+                    self.ask(prompts::merge_request(&model, cfg, group)).await?;
                 server_tokens = completion;
                 merged.push(text);
             }
@@ -358,24 +346,11 @@ impl Compactor {
         Ok(text)
     }
 
+    /// Sends one summary or merge request: the answer's text and the server's count of it.
     async fn ask(
         &self,
-        model: &str,
-        instructions: &str,
-        data: String,
-        cfg: &CompactionConfig,
+        request: somna_llm::ChatRequest,
     ) -> Result<(String, Option<u32>), SummaryFailure> {
-        let request = ChatRequest {
-            model: model.to_string(),
-            messages: vec![
-                ChatMessage::system(format!("{instructions}\n\n{}", prompt::DATA_NOTICE)),
-                ChatMessage::user(format!("{data}\n\n{}", prompt::REMINDER)),
-            ],
-            max_tokens: Some(cfg.summary_max_tokens),
-            temperature: Some(0.2),
-            tools: Vec::new(),
-            purpose: Purpose::Summarize,
-        };
         let response = self.llm.chat(request).await.map_err(SummaryFailure::Llm)?;
         let completion = response.usage.map(|u| u.completion_tokens);
         Ok((response.text.trim().to_string(), completion))
@@ -432,7 +407,7 @@ impl Compactor {
             self.extract(req, plan, history, counter)
                 .await
                 .into_iter()
-                .take(MAX_EXTRACTED)
+                .take(MAX_EXTRACTED_FACTS)
                 .map(|(fact, importance)| {
                     JournalEntry::new(req.now, SourceType::Extraction, importance, fact)
                         .with_tags(["extraction"])
@@ -487,7 +462,13 @@ summaries of summaries may lose accuracy"
                     tokens_after,
                     pct
                 );
-                let max = f64::from(req.config.compaction.max_context_tokens.max(1));
+                let factor = self.calibration(req.agent, counter)?;
+                let usage_after = Usage::new(
+                    tokens_after,
+                    0,
+                    factor,
+                    req.config.compaction.max_context_tokens,
+                );
                 Ok(Committed::Done(CompactionReport {
                     trigger: req.trigger,
                     method,
@@ -496,7 +477,7 @@ summaries of summaries may lose accuracy"
                     tokens_before,
                     tokens_after,
                     reduction_pct: pct,
-                    usage_after: tokens_after as f64 / max,
+                    usage_after: usage_after.fraction(),
                     summary_seq: Some(record.summary_seq),
                     generation: plan.generation,
                     fallback_reason,
@@ -520,30 +501,15 @@ summaries of summaries may lose accuracy"
         if req.config.compaction.extraction != Scorer::Llm {
             return heuristic();
         }
-        let request = ChatRequest {
-            model: req.config.model.clone(),
-            messages: vec![
-                ChatMessage::system(format!(
-                    "List the notable, durable facts in this transcript (names, decisions, promises, \
-numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{}",
-                    prompt::DATA_NOTICE
-                )),
-                ChatMessage::user(somna_llm::transcript::frame(&view)),
-            ],
-            max_tokens: Some(400),
-            temperature: Some(0.0),
-            tools: Vec::new(),
-            purpose: Purpose::Extract,
-        };
+        let request = prompts::extract_request(&req.config.model, &view);
         match self.llm.chat(request).await {
             Ok(r) => {
-                let facts: Vec<(String, u8)> = r
-                    .text
-                    .lines()
-                    .filter_map(|l| l.trim().strip_prefix("- "))
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(|l| (l.to_string(), builtin::score_importance(l)))
+                let facts: Vec<(String, u8)> = prompts::parse_extraction(&r.text)
+                    .into_iter()
+                    .map(|fact| {
+                        let importance = builtin::score_importance(&fact);
+                        (fact, importance)
+                    })
                     .collect();
                 if facts.is_empty() { heuristic() } else { facts }
             }
@@ -565,11 +531,15 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
         reason: String,
     ) -> Result<CompactionOutcome, CompactError> {
         let cfg = &req.config.compaction;
-        let max = f64::from(cfg.max_context_tokens.max(1));
-        let usage_of = |store: &Store| -> Result<f64, CompactError> {
-            Ok((req.fixed_tokens + store.usage_tokens(req.agent)?) as f64 * calibration / max)
+        let usage_of = |store: &Store| -> Result<Usage, CompactError> {
+            Ok(Usage::new(
+                req.fixed_tokens,
+                store.usage_tokens(req.agent)?,
+                calibration,
+                cfg.max_context_tokens,
+            ))
         };
-        let fits = |usage: f64| usage < cfg.emergency_threshold;
+        let fits = |usage: Usage| usage.fraction() < cfg.emergency_threshold;
         let mut last_report: Option<CompactionReport> = None;
         let mut steps = Vec::new();
 
@@ -584,7 +554,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
             let masked = masks.len() as u32;
             if let CommitOutcome::Committed { .. } = self.store.commit_masking(req.agent, masks)? {
                 let usage = usage_of(&self.store)?;
-                let tokens_after = (usage * max / calibration) as u64;
+                let tokens_after = usage.tokens;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");
                 steps.push(CompactionMethod::MaskOnly);
                 last_report = Some(CompactionReport {
@@ -595,7 +565,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
                     tokens_before,
                     tokens_after,
                     reduction_pct: reduction_pct(tokens_before, tokens_after),
-                    usage_after: usage,
+                    usage_after: usage.fraction(),
                     summary_seq: None,
                     generation: 0,
                     fallback_reason: Some(reason.clone()),
@@ -675,7 +645,7 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
                 }
             }
         }
-        let usage = usage_of(&self.store)?;
+        let usage = usage_of(&self.store)?.fraction();
         let stuck = self
             .over_threshold(req.agent, req.config, req.fixed_tokens)?
             .unwrap_or_else(|| format!("usage is {:.0}%", usage * 100.0));
@@ -731,10 +701,13 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
         let counter = TokenCounter::for_model(&config.model);
         let calibration = self.calibration(agent, &counter)?;
         let history = self.store.history(agent)?;
-        let max = u64::from(cfg.max_context_tokens.max(1));
-        let raw = fixed_tokens + history.iter().map(|m| u64::from(m.tokens)).sum::<u64>();
-        let tokens = (raw as f64 * calibration).round() as u64;
-        let usage = tokens as f64 / max as f64;
+        let measured = Usage::new(
+            fixed_tokens,
+            history.iter().map(|m| u64::from(m.tokens)).sum::<u64>(),
+            calibration,
+            cfg.max_context_tokens,
+        );
+        let (tokens, max, usage) = (measured.calibrated, measured.max, measured.fraction());
         if usage < cfg.emergency_threshold {
             return Ok(None);
         }
@@ -827,7 +800,7 @@ fn validate_summary(
             plan.body_tokens
         )));
     }
-    if let Some(why) = prompt::shape_problem(text, cfg) {
+    if let Some(why) = prompts::summary_shape_problem(text, cfg) {
         return Err(SummaryFailure::Invalid(why));
     }
     let cap = (f64::from(cfg.summary_max_tokens) * SUMMARY_CAP_SLACK) as u64;

@@ -8,6 +8,7 @@ use somna_core::interchange;
 use somna_core::message::Message;
 use somna_core::record::Trigger;
 use somna_core::tokens::TokenCounter;
+use somna_core::usage::{Usage, calibration_factor};
 use somna_core::{AgentId, Timestamp};
 use somna_store::{Store, StoreError};
 
@@ -35,6 +36,8 @@ pub struct ImportReport {
     pub fallbacks: usize,
     pub history_len: u64,
     pub archive_len: u64,
+    /// Usage after the import, 0–1 (persona + history, calibrated), as the agent measures it.
+    pub usage: f64,
 }
 
 /// Parses every line first (so a bad line, or a message over the agent's input limit, changes
@@ -78,8 +81,22 @@ pub async fn import_jsonl(
     }
     store.ensure_agent(agent, now)?;
     let fixed = u64::from(counter.count_text(&config.persona));
-    let threshold = (config.compaction.emergency_threshold
-        * f64::from(config.compaction.max_context_tokens)) as u64;
+    // The usage the agent would measure: its stored calibration applies to imported history too
+    // (an import does not change it).
+    let calibration = store
+        .agent(agent)?
+        .map(|r| r.calibration)
+        .unwrap_or_default();
+    let factor = calibration_factor(&counter, &calibration);
+    let usage_of = |history_tokens: u64| {
+        Usage::new(
+            fixed,
+            history_tokens,
+            factor,
+            config.compaction.max_context_tokens,
+        )
+    };
+    let threshold = config.compaction.emergency_threshold;
     let total = messages.len();
     let mut report = ImportReport::default();
     let mut batch: Vec<Message> = Vec::new();
@@ -87,7 +104,7 @@ pub async fn import_jsonl(
     for (done, m) in messages.into_iter().enumerate() {
         pending_tokens += u64::from(m.tokens);
         batch.push(m);
-        let usage = fixed + store.usage_tokens(agent)? + pending_tokens;
+        let usage = usage_of(store.usage_tokens(agent)? + pending_tokens).fraction();
         let last = done + 1 == total;
         if usage >= threshold || last || batch.len() >= 1_000 {
             store.append_batch(agent, std::mem::take(&mut batch))?;
@@ -115,5 +132,6 @@ pub async fn import_jsonl(
         report.history_len = record.history_len;
         report.archive_len = record.archive_len;
     }
+    report.usage = usage_of(store.usage_tokens(agent)?).fraction();
     Ok(report)
 }

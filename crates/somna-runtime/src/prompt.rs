@@ -7,7 +7,7 @@ use somna_core::message::{Message, MessageKind, Role};
 use somna_core::retrieval;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, Fact};
-use somna_llm::ChatMessage;
+use somna_llm::{ChatMessage, prompts};
 use somna_store::{Store, StoreError};
 
 /// How many of the most recent archived messages retrieval looks at.
@@ -62,7 +62,8 @@ impl WorkingContext {
         }
         let mut out = String::new();
         if !self.facts.is_empty() {
-            out.push_str("## What you remember\n");
+            out.push_str(prompts::MEMORY_HEADING);
+            out.push('\n');
             for f in &self.facts {
                 out.push_str(&format!("- {}\n", f.text));
             }
@@ -71,7 +72,8 @@ impl WorkingContext {
             if !out.is_empty() {
                 out.push('\n');
             }
-            out.push_str("## Earlier conversation that may be relevant (archived)\n");
+            out.push_str(prompts::ARCHIVE_HEADING);
+            out.push('\n');
             for m in &self.archived {
                 out.push_str(&format!(
                     "- [#{} {}{}] {}\n",

@@ -10,3 +10,4 @@ mod runtime;
 mod sleep;
 mod support;
 mod untrusted_llm;
+mod usage;

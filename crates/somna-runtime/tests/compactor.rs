@@ -113,10 +113,7 @@ async fn sleep_compaction_commits_an_llm_summary() {
     assert!(system.contains("## Decisions") && system.contains("do not follow them"));
     let user = request.last_content("user").unwrap();
     assert!(user.starts_with("<transcript>"));
-    assert!(
-        user.ends_with(somna_core::compaction::prompt::REMINDER),
-        "{user}"
-    );
+    assert!(user.ends_with(somna_llm::prompts::REMINDER), "{user}");
     assert!(user.contains("Millbrook"));
 }
 

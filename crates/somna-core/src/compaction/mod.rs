@@ -4,7 +4,7 @@
 //!   tail, the preserve window, tool-call groups kept whole, the summarizer's chunks.
 //! - [`mask`]: observation masking: old tool outputs replaced by a placeholder that keeps the tool name
 //!   and the original size.
-//! - [`prompt`]: the default summarization instructions and the summary message text.
+//! - [`prompt`]: the summary message text (the summarizer's prompts are in `somna_llm::prompts`).
 //!
 //! The engine that calls the LLM and commits through the store lives in `somna-runtime`.
 

@@ -10,6 +10,7 @@ use crate::config::CompactionConfig;
 use crate::message::{Message, MessageKind, Role};
 use crate::record::Trigger;
 use crate::tokens::TokenCounter;
+use crate::usage::Usage;
 
 use super::mask::{mask_placeholder, tool_names};
 
@@ -28,7 +29,8 @@ pub struct PlanRequest<'a> {
     /// Tokens of the rest of the prompt: the system prompt (persona) and the working context.
     pub fixed_tokens: u64,
     pub trigger: Trigger,
-    /// The agent's calibration factor (1.0 for exact tokenizers): usage is measured in server tokens.
+    /// The agent's calibration factor ([`calibration_factor`](crate::usage::calibration_factor):
+    /// 1.0 for exact tokenizers): usage is measured in server tokens, by [`Usage`].
     pub calibration: f64,
 }
 
@@ -124,14 +126,14 @@ pub struct Plan {
 pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounter) -> PlanOutcome {
     let history = req.history;
     let history_tokens: u64 = history.iter().map(|m| u64::from(m.tokens)).sum();
-    let tokens_before = req.fixed_tokens + history_tokens;
-    let max = u64::from(cfg.max_context_tokens.max(1));
-    let scale = if req.calibration.is_finite() && req.calibration > 0.0 {
-        req.calibration
-    } else {
-        1.0
-    };
-    let usage = tokens_before as f64 * scale / max as f64;
+    let measured = Usage::new(
+        req.fixed_tokens,
+        history_tokens,
+        req.calibration,
+        cfg.max_context_tokens,
+    );
+    let tokens_before = measured.tokens;
+    let usage = measured.fraction();
     let skip = |reason| PlanOutcome::Skip(Skip { reason, usage });
 
     let threshold = match req.trigger {
@@ -160,14 +162,17 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
         // full-size summary, keep only the preserve window's token share.
         let head_tokens = sum_tokens(&history[..head_end]);
         let projected = |start: usize| {
-            req.fixed_tokens
-                + head_tokens
-                + u64::from(cfg.summary_max_tokens)
-                + sum_tokens(&history[start.max(head_end)..])
+            Usage::new(
+                req.fixed_tokens,
+                head_tokens
+                    + u64::from(cfg.summary_max_tokens)
+                    + sum_tokens(&history[start.max(head_end)..]),
+                req.calibration,
+                cfg.max_context_tokens,
+            )
+            .fraction()
         };
-        if projected(groups.cut_backward(tail_start, head_end)) as f64
-            >= cfg.emergency_threshold * max as f64
-        {
+        if projected(groups.cut_backward(tail_start, head_end)) >= cfg.emergency_threshold {
             let by_ratio = preserve_start(history, cfg, false);
             if by_ratio > tail_start {
                 tail_start = by_ratio;

@@ -208,28 +208,22 @@ fn turn_of(seq: u64, m: &ChatMessage, content: String) -> Turn {
     }
 }
 
-/// Journal entries of a consolidation or reflection request: the bullet lines of the last user message
-/// (or its non-empty lines when it has no bullets).
+/// Journal entries of a consolidation or reflection request: the entries listed in the last user
+/// message, as [`prompts::consolidate_request`] and [`prompts::reflect_request`] list them.
 fn entries_of(request: &ChatRequest) -> Vec<String> {
-    let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::User) else {
-        return Vec::new();
-    };
-    let bullets = prompts::parse_fact_lines(&last.content);
-    if !bullets.is_empty() {
-        return bullets;
-    }
-    last.content
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.ends_with(':'))
-        .map(str::to_string)
-        .collect()
+    request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| prompts::entries_of_listing(&m.content))
+        .unwrap_or_default()
 }
 
 fn fact_lines(facts: impl IntoIterator<Item = String>) -> String {
     let lines: Vec<String> = facts.into_iter().map(|f| format!("- {f}")).collect();
     if lines.is_empty() {
-        "(none)".to_string()
+        prompts::NO_FACTS.to_string()
     } else {
         lines.join("\n")
     }

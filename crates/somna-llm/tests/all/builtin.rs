@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use somna_core::config::{LlmConfig, Provider, SectionCaps, ToolSpec};
+use somna_core::config::{CompactionConfig, LlmConfig, Provider, SectionCaps, ToolSpec};
+use somna_core::{JournalEntry, SourceType, Timestamp};
 use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
 use somna_llm::builtin::{JOURNAL_TOOL, estimate_tokens};
 use somna_llm::transcript::Turn;
@@ -22,6 +23,22 @@ fn builtin() -> Arc<dyn LlmClient> {
         max_concurrent: 1,
     };
     build_client(&cfg, &|_| None).unwrap()
+}
+
+/// A compaction config with the default prompt, `caps` and `max_tokens`.
+fn compaction(caps: SectionCaps, max_tokens: u32) -> CompactionConfig {
+    CompactionConfig {
+        sections: caps,
+        summary_max_tokens: max_tokens,
+        ..CompactionConfig::default()
+    }
+}
+
+/// A journal entry as the store hands it to consolidation and reflection.
+fn entry(id: u64, text: &str) -> JournalEntry {
+    let mut e = JournalEntry::new(Timestamp(1), SourceType::Observation, 5, text);
+    e.id = id;
+    e
 }
 
 fn journal_tool() -> ToolSpec {
@@ -44,7 +61,7 @@ fn chat(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
 async fn summarize_requests_get_the_extractive_summary() {
     let messages = transcript_200().unwrap();
     let caps = SectionCaps::default();
-    let request = prompts::summary_request("npc", &messages, &caps, 1500, "");
+    let request = prompts::summary_request("npc", &compaction(caps, 1500), &messages);
     let response = builtin().chat(request.clone()).await.unwrap();
     let turns: Vec<Turn> = messages.iter().map(Turn::from).collect();
     let expected = summarize(&turns, &caps, 1500, &estimate_tokens);
@@ -73,7 +90,11 @@ async fn caps_named_in_the_instructions_are_honoured() {
         artifacts: 30,
     };
     let response = builtin()
-        .chat(prompts::summary_request("npc", &messages, &caps, 600, ""))
+        .chat(prompts::summary_request(
+            "npc",
+            &compaction(caps, 600),
+            &messages,
+        ))
         .await
         .unwrap();
     let summary = StructuredSummary::parse(&response.text);
@@ -93,10 +114,8 @@ async fn a_custom_counter_is_used_for_caps() {
     let response = client
         .chat(prompts::summary_request(
             "npc",
+            &compaction(SectionCaps::default(), 1500),
             &messages,
-            &SectionCaps::default(),
-            1500,
-            "",
         ))
         .await
         .unwrap();
@@ -253,7 +272,7 @@ async fn extraction_consolidation_scores_and_reflections() {
         .chat(prompts::extract_request("npc", &messages))
         .await
         .unwrap();
-    let facts = prompts::parse_fact_lines(&facts.text);
+    let facts = prompts::fact_lines(&facts.text);
     assert!(
         facts.iter().any(|f| f.contains("allergic to walnuts")),
         "{facts:?}"
@@ -264,18 +283,25 @@ async fn extraction_consolidation_scores_and_reflections() {
     );
 
     let entries = vec![
-        "Mara Fenwick is allergic to walnuts.".to_string(),
-        "Mara Fenwick is allergic to walnuts!".to_string(),
-        "ok".to_string(),
-        "Captain Hale doubled the night patrols on the North Pasture road because of wolves."
-            .to_string(),
+        entry(1, "Mara Fenwick is allergic to walnuts."),
+        entry(2, "Mara Fenwick is allergic to walnuts!"),
+        entry(3, "ok"),
+        entry(
+            4,
+            "Captain Hale doubled the night patrols on the North Pasture road because of wolves.",
+        ),
     ];
     let consolidated = builtin()
         .chat(prompts::consolidate_request("npc", &entries))
         .await
         .unwrap();
+    let prompts::Consolidation::Facts(facts) =
+        prompts::parse_consolidation(&consolidated.text, &[1, 2, 3, 4])
+    else {
+        panic!("{}", consolidated.text)
+    };
     assert_eq!(
-        prompts::parse_fact_lines(&consolidated.text),
+        facts.iter().map(|f| f.text.as_str()).collect::<Vec<_>>(),
         vec![
             "Mara Fenwick is allergic to walnuts.",
             "Captain Hale doubled the night patrols on the North Pasture road because of wolves."
@@ -301,7 +327,7 @@ async fn extraction_consolidation_scores_and_reflections() {
     assert!(high >= 6, "{high}");
 
     let reflection = builtin()
-        .chat(prompts::reflect_request("npc", &entries))
+        .chat(prompts::reflect_request("npc", "You are Wren.", &entries))
         .await
         .unwrap();
     assert!(
@@ -334,20 +360,11 @@ async fn merge_requests_fold_partial_summaries() {
     let turns: Vec<Turn> = messages.iter().map(Turn::from).collect();
     let first = summarize(&turns[..100], &caps, 1500, &estimate_tokens);
     let second = summarize(&turns[100..], &caps, 1500, &estimate_tokens);
-    let body = format!(
-        "<summary part=\"1\">\n{}\n</summary>\n<summary part=\"2\">\n{}\n</summary>",
-        first.render(),
-        second.render()
-    );
-    let request = ChatRequest::new(
+    let request = prompts::merge_request(
         "npc",
-        vec![
-            ChatMessage::system("Merge these partial summaries into one."),
-            ChatMessage::user(body),
-        ],
-    )
-    .with_purpose(Purpose::Summarize)
-    .with_max_tokens(1500);
+        &compaction(caps, 1500),
+        &[first.render(), second.render()],
+    );
     let merged = StructuredSummary::parse(&builtin().chat(request).await.unwrap().text);
     // Items of both parts survive, in order, without speaker labels doubled.
     let decisions = merged.section_body(Section::Decisions);

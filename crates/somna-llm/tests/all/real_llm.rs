@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use somna_core::config::SectionCaps;
 use somna_llm::builtin::extractive::StructuredSummary;
 use somna_llm::{
     ChatMessage, ChatRequest, LlmClient, OpenAiClient, OpenAiSettings, RetryPolicy, prompts,
@@ -64,8 +63,11 @@ async fn real_summary_request() {
         return;
     };
     let messages = transcript_200().unwrap();
-    let request =
-        prompts::summary_request(&model, &messages[..16], &SectionCaps::default(), 400, "");
+    let cfg = somna_core::config::CompactionConfig {
+        summary_max_tokens: 400,
+        ..Default::default()
+    };
+    let request = prompts::summary_request(&model, &cfg, &messages[..16]);
     let started = Instant::now();
     let response = client.chat(request).await.unwrap();
     let parsed = StructuredSummary::parse(&response.text);

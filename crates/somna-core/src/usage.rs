@@ -1,0 +1,109 @@
+//! The usage formula, written once: how full an agent's context window is.
+//!
+//! Usage = (persona + working context + live history) tokens by the local count, calibrated for
+//! tokenizers Somna only estimates (times [`Calibration::effective_factor`], rounded up, never
+//! below the local count), divided by `max_context_tokens`. Every caller (the compaction plan, the
+//! agent's tick and status, the compaction engine and the import) computes it with [`Usage::new`],
+//! so they always agree on the same agent.
+
+use crate::tokens::{Calibration, TokenCounter};
+
+/// How full a prompt makes the context window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    /// Prompt tokens by the local count: persona + working context + live history.
+    pub tokens: u64,
+    /// `tokens` calibrated: times the factor, rounded up; never below `tokens`.
+    pub calibrated: u64,
+    /// The context window, `max_context_tokens` (at least 1).
+    pub max: u64,
+}
+
+impl Usage {
+    /// The usage of a prompt of `fixed_tokens` (persona and working context) plus `history_tokens`
+    /// (the live history, as stored), calibrated by `factor` (see [`calibration_factor`]; a factor
+    /// below 1.0 or not a finite number counts as 1.0, one above [`Calibration::MAX_RATIO`] as
+    /// that), in a window of `max_context_tokens`.
+    pub fn new(
+        fixed_tokens: u64,
+        history_tokens: u64,
+        factor: f64,
+        max_context_tokens: u32,
+    ) -> Usage {
+        let tokens = fixed_tokens.saturating_add(history_tokens);
+        let factor = if factor.is_finite() {
+            factor.clamp(1.0, Calibration::MAX_RATIO)
+        } else {
+            1.0
+        };
+        // f64 → u64 saturates; the floor keeps huge counts exact where f64 rounding would not.
+        let calibrated = ((tokens as f64 * factor).ceil() as u64).max(tokens);
+        Usage {
+            tokens,
+            calibrated,
+            max: u64::from(max_context_tokens.max(1)),
+        }
+    }
+
+    /// Usage as a share of the window, 0–1 (above 1 when the prompt does not fit).
+    pub fn fraction(&self) -> f64 {
+        self.calibrated as f64 / self.max as f64
+    }
+}
+
+/// The factor usage applies for an agent whose tokens `counter` counts and whose server reports
+/// taught it `calibration`: 1.0 for an exact tokenizer, else [`Calibration::effective_factor`].
+pub fn calibration_factor(counter: &TokenCounter, calibration: &Calibration) -> f64 {
+    if counter.is_exact() {
+        1.0
+    } else {
+        calibration.effective_factor()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_is_calibrated_and_never_below_the_local_count() {
+        let u = Usage::new(100, 900, 1.25, 2_000);
+        assert_eq!(u.tokens, 1_000);
+        assert_eq!(u.calibrated, 1_250);
+        assert_eq!(u.fraction(), 0.625);
+        // A factor below 1.0 (a server that says fewer tokens) cannot lower usage.
+        assert_eq!(Usage::new(100, 900, 0.5, 2_000).calibrated, 1_000);
+        assert_eq!(Usage::new(100, 900, f64::NAN, 2_000).calibrated, 1_000);
+        assert_eq!(Usage::new(0, 10, 100.0, 2_000).calibrated, 30);
+        // Rounded up: 3 × 1.1 = 3.3 → 4.
+        assert_eq!(Usage::new(0, 3, 1.1, 2_000).calibrated, 4);
+        // A zero window counts as one token.
+        assert_eq!(Usage::new(0, 3, 1.0, 0).fraction(), 3.0);
+    }
+
+    #[test]
+    fn the_factor_is_one_for_exact_tokenizers() {
+        let cal = Calibration {
+            factor: 1.4,
+            samples: 9,
+        };
+        assert_eq!(calibration_factor(&TokenCounter::heuristic(), &cal), 1.4);
+        assert_eq!(
+            calibration_factor(&TokenCounter::for_model("gpt-4o"), &cal),
+            1.0
+        );
+        let low = Calibration {
+            factor: 0.7,
+            samples: 9,
+        };
+        assert_eq!(calibration_factor(&TokenCounter::heuristic(), &low), 1.0);
+        // The same number `Calibration::apply` gives.
+        let u = Usage::new(
+            0,
+            1_003,
+            calibration_factor(&TokenCounter::heuristic(), &cal),
+            1,
+        );
+        assert_eq!(u.calibrated, cal.apply(1_003));
+    }
+}
