@@ -206,3 +206,26 @@ pub fn parse_time(s: &str, now: Timestamp) -> Result<Timestamp> {
 pub fn now() -> Timestamp {
     Timestamp::from_system_time(SystemTime::now())
 }
+
+/// `compaction.sleep_threshold=0.6 model=gpt-4o` → overrides (an [`Invalid`](crate::Invalid)
+/// error naming the key).
+pub fn parse_overrides(pairs: &[String]) -> anyhow::Result<somna_core::config::AgentOverrides> {
+    somna_core::config::AgentOverrides::from_pairs(pairs)
+        .map_err(|e| crate::Invalid(e.to_string()).into())
+}
+
+/// A user message as an input (for `send`).
+pub fn user_input(
+    text: String,
+    from: Option<String>,
+    observation: bool,
+) -> somna_runtime::agent::Inbound {
+    if observation {
+        somna_runtime::agent::Inbound::Observation { content: text }
+    } else {
+        somna_runtime::agent::Inbound::User {
+            content: text,
+            name: from,
+        }
+    }
+}

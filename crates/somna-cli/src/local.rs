@@ -16,12 +16,14 @@ use somna_core::record::EventRecord;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
 use somna_llm::LlmClient;
-use somna_runtime::agent::{Agent, AgentDeps, ConfigureError, Inbound, InboundError};
+use somna_runtime::agent::{Agent, ConfigureError, Inbound, InboundError};
+use somna_runtime::ops::{self, Offline, OpsError};
 use somna_runtime::prompt::{self, WorkingContext};
-use somna_runtime::{Clock, Compactor, EventBus};
+use somna_runtime::{Clock, Compactor};
 use somna_store::{Store, UncompactOutcome};
 
 use crate::Invalid;
+use crate::cli::parse_overrides;
 use crate::output::{self, Out};
 
 /// An opened local database with its config.
@@ -32,15 +34,14 @@ pub struct Local {
 }
 
 impl Local {
+    /// The library's offline operations over this database (the runtime's own policy).
+    fn ops(&self) -> Offline {
+        Offline::new(self.config.clone(), self.store.clone(), Clock::real())
+    }
+
     /// The agent's config: its runtime.toml entry (or the defaults) with its run-time overrides.
     pub fn agent_config(&self, id: &AgentId) -> Result<AgentConfig> {
-        let record = self
-            .store
-            .agent(id)?
-            .with_context(|| format!("unknown agent \"{id}\" (see `somna agents`)"))?;
-        self.config
-            .agent_config(id, &record.overrides)
-            .map_err(|e| anyhow::anyhow!("agent {id}: invalid persisted overrides:\n{e}"))
+        self.ops().agent_config(id).map_err(|e| ops_error(id, e))
     }
 
     fn llm(&self) -> Result<Arc<dyn LlmClient>> {
@@ -49,49 +50,27 @@ impl Local {
             .context("cannot build the LLM client")
     }
 
-    /// A plain `Agent` component over this database (no actor, no timers).
+    /// A plain `Agent` component over this database, wired by the library (no actor, no timers).
     fn agent(&self, id: &AgentId) -> Result<Agent> {
         self.agent_config(id)?;
         let llm = self.llm()?;
-        let deps = AgentDeps {
-            compactor: Compactor::new(self.store.clone(), Arc::clone(&llm)),
-            store: self.store.clone(),
-            llm,
-            events: EventBus::default(),
-            clock: Clock::real(),
-        };
-        // Load from the base config: the record's overrides are applied by `Agent::load`.
-        let base = self
-            .config
-            .agent(id)
-            .cloned()
-            .unwrap_or_else(|| self.config.defaults.agent(id.clone()));
-        Agent::load(base, deps).map_err(|e| anyhow::anyhow!("{e}"))
+        self.ops().agent(id, llm).map_err(|e| ops_error(id, e))
     }
 
     /// Refuses commands to a retired agent (its data stays readable).
     fn require_hosted(&self, id: &AgentId) -> Result<()> {
-        if self.store.agent(id)?.is_some_and(|r| r.retired) {
-            bail!("agent \"{id}\" was retired; its history, archive and journal can still be read");
-        }
-        Ok(())
+        ops::require_hosted(&self.store, id).map_err(|e| ops_error(id, e))
     }
 
     /// Creates the agent's record with run-time `changes` over the config (validated first).
     pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
         let overrides = parse_overrides(changes)?;
-        if let Some(record) = self.store.agent(id)? {
-            if record.retired {
-                bail!("agent \"{id}\" was retired; its id cannot be reused");
+        let config = self.ops().create(id, overrides).map_err(|e| match e {
+            OpsError::Retired(_) => {
+                anyhow::anyhow!("agent \"{id}\" was retired; its id cannot be reused")
             }
-            bail!("agent \"{id}\" already exists (change it with `somna configure`)");
-        }
-        let config = self
-            .config
-            .agent_config(id, &overrides)
-            .map_err(|e| Invalid(format!("invalid config for agent {id}:\n{e}")))?;
-        self.store.create_agent(id, now())?;
-        self.store.set_overrides(id, overrides)?;
+            e => ops_error(id, e),
+        })?;
         self.store.flush()?;
         if self.out.is_json() {
             self.out
@@ -104,15 +83,13 @@ impl Local {
 
     /// Retires the agent: `somna run` no longer hosts it; nothing is deleted.
     pub fn delete(&self, id: &AgentId) -> Result<()> {
-        self.agent_config(id)?;
-        self.require_hosted(id)?;
-        self.store.retire(id)?;
+        self.ops().retire(id).map_err(|e| ops_error(id, e))?;
         self.store.flush()?;
         if self.out.is_json() {
             self.out
                 .value(&serde_json::json!({ "id": id, "retired": true }));
         } else {
-            println!("{}", crate::remote::retired_line(id));
+            println!("{}", output::retired_line(id));
         }
         Ok(())
     }
@@ -185,8 +162,11 @@ impl Local {
     }
 
     pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
-        self.agent_config(id)?;
-        match self.store.uncompact(id, seq, now())? {
+        match self
+            .ops()
+            .uncompact(id, seq)
+            .map_err(|e| ops_error(id, e))?
+        {
             UncompactOutcome::Restored { restored } => {
                 let answer = serde_json::json!({
                     "outcome": "restored",
@@ -396,9 +376,21 @@ a later one must wait until that one is undone)"
     }
 }
 
-/// `compaction.sleep_threshold=0.6 model=gpt-4o` → overrides (an [`Invalid`] error naming the key).
-pub fn parse_overrides(pairs: &[String]) -> Result<AgentOverrides> {
-    AgentOverrides::from_pairs(pairs).map_err(|e| Invalid(e.to_string()).into())
+/// The CLI's words for a refused operation (the policy itself is the library's).
+fn ops_error(id: &AgentId, e: OpsError) -> anyhow::Error {
+    match e {
+        OpsError::UnknownAgent(_) => anyhow::anyhow!("unknown agent \"{id}\" (see `somna agents`)"),
+        OpsError::Retired(_) => anyhow::anyhow!(
+            "agent \"{id}\" was retired; its history, archive and journal can still be read"
+        ),
+        OpsError::Exists(_) => {
+            anyhow::anyhow!("agent \"{id}\" already exists (change it with `somna configure`)")
+        }
+        // Exit 2, like the server's 422.
+        e @ OpsError::Invalid(..) => anyhow::Error::new(Invalid(e.to_string())),
+        OpsError::Load(_, e) => anyhow::anyhow!("{e}"),
+        e => anyhow::anyhow!("{e}"),
+    }
 }
 
 fn now() -> Timestamp {
@@ -411,16 +403,4 @@ fn run_async<F: std::future::Future>(f: F) -> Result<F::Output> {
         .enable_all()
         .build()?;
     Ok(rt.block_on(f))
-}
-
-/// A user message as an input (for `send`).
-pub fn user_input(text: String, from: Option<String>, observation: bool) -> Inbound {
-    if observation {
-        Inbound::Observation { content: text }
-    } else {
-        Inbound::User {
-            content: text,
-            name: from,
-        }
-    }
 }

@@ -315,7 +315,7 @@ fn remote_op(remote: &Remote, command: &Command) -> Result<()> {
                 observation,
             } => remote.send(
                 &agent_id(agent)?,
-                &local::user_input(text.clone(), from.clone(), *observation),
+                &cli::user_input(text.clone(), from.clone(), *observation),
             ),
             AgentCommand::Compact { agent, force } => remote.compact(&agent_id(agent)?, *force),
             AgentCommand::Sleep { agent } => remote.sleep(&agent_id(agent)?),
@@ -354,7 +354,7 @@ fn agent_op(local: &local::Local, op: &AgentCommand) -> Result<()> {
             observation,
         } => local.send(
             &agent_id(agent)?,
-            local::user_input(text.clone(), from.clone(), *observation),
+            cli::user_input(text.clone(), from.clone(), *observation),
         ),
         AgentCommand::Compact { agent, force } => local.compact(&agent_id(agent)?, *force),
         AgentCommand::Sleep { agent } => local.sleep(&agent_id(agent)?),

@@ -448,6 +448,11 @@ fn config_line(verb: &str, config: &AgentConfig) {
     );
 }
 
+/// The line that confirms a retirement.
+pub fn retired_line(id: &AgentId) -> String {
+    format!("retired {id}: no longer hosted; its history, archive, journal and facts stay readable")
+}
+
 /// Why a compaction outcome is a failure (`"outcome": "failed"`), or `None`.
 pub fn compaction_failure(outcome: &Value) -> Option<String> {
     (outcome["outcome"] == "failed").then(|| {

@@ -239,7 +239,7 @@ impl Remote {
 
     /// `POST /v1/agents` with the run-time changes.
     pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
-        let overrides = crate::local::parse_overrides(changes)?;
+        let overrides = crate::cli::parse_overrides(changes)?;
         let body = json!({ "id": id, "config": compact_json(serde_json::to_value(&overrides)?) });
         let answer = self.post("/v1/agents", &body)?;
         if self.out.is_json() {
@@ -258,7 +258,7 @@ impl Remote {
         if self.out.is_json() {
             self.out.value(&answer);
         } else {
-            println!("{}", retired_line(id));
+            println!("{}", output::retired_line(id));
         }
         Ok(())
     }
@@ -313,7 +313,7 @@ impl Remote {
 
     /// `PATCH /v1/agents/{id}/config`.
     pub fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
-        let overrides = crate::local::parse_overrides(changes)?;
+        let overrides = crate::cli::parse_overrides(changes)?;
         let answer = self.call(
             Method::PATCH,
             &agent_path(id, "/config"),
@@ -457,11 +457,6 @@ fn agent_path(id: &AgentId, rest: &str) -> String {
     format!("/v1/agents/{id}{rest}")
 }
 
-/// The line that confirms a retirement.
-pub fn retired_line(id: &AgentId) -> String {
-    format!("retired {id}: no longer hosted; its history, archive, journal and facts stay readable")
-}
-
 /// `value` without `null`s and empty objects: the keys a change really sets.
 fn compact_json(value: Value) -> Value {
     match value {
@@ -532,7 +527,7 @@ mod tests {
 
     #[test]
     fn changes_are_sent_without_unset_keys() {
-        let overrides = crate::local::parse_overrides(&[
+        let overrides = crate::cli::parse_overrides(&[
             "compaction.sleep_threshold=0.6".into(),
             "persona=You are Brannoc.".into(),
         ])

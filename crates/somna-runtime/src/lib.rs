@@ -7,6 +7,8 @@
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent`, and its messages.
 //! - [`scheduler`]: the `Scheduler` actor and its plain `SleepPlan` (period, jitter, cap).
 //! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
+//! - [`ops`]: agent operations decided once (create, retire, load, uncompact), called by
+//!   `Runtime` and by `Offline`, the same operations on a database no runtime hosts.
 //! - [`import`]: OpenAI-format JSONL import, compacting at the thresholds as it goes.
 //! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
@@ -20,6 +22,7 @@ pub mod clock;
 pub mod compactor;
 pub mod events;
 pub mod import;
+pub mod ops;
 pub mod prompt;
 pub mod runtime;
 pub mod scenario;
@@ -31,4 +34,5 @@ pub use agent::{Agent, AgentState, AgentStatus, Inbound};
 pub use clock::Clock;
 pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
 pub use events::{Event, EventBus, Stamped};
+pub use ops::{Offline, OpsError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, run};

@@ -24,6 +24,7 @@ use crate::agent::{
 use crate::clock::Clock;
 use crate::compactor::{CompactionOutcome, Compactor};
 use crate::events::{EventBus, Stamped};
+use crate::ops;
 use crate::scheduler::{self, Scheduler};
 use crate::stats::TickStats;
 
@@ -54,6 +55,9 @@ pub enum RuntimeError {
     JobPool(std::io::Error),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// The agent could not take the request: it is stopping or has too many requests queued.
+    #[error("agent \"{0}\" is busy (stopping, or too many requests queued)")]
+    Busy(AgentId),
 }
 
 /// Result alias for runtime operations.
@@ -177,7 +181,7 @@ impl Runtime {
             if record.retired || configs.iter().any(|c| c.id == record.id) {
                 continue;
             }
-            configs.push(runtime.inner.config.defaults.agent(record.id.clone()));
+            configs.push(ops::base_config(&runtime.inner.config, &record.id));
         }
         for c in configs {
             runtime.spawn(c)?;
@@ -251,29 +255,28 @@ impl Runtime {
             .ok_or_else(|| RuntimeError::UnknownAgent(id.clone()))
     }
 
-    /// Creates and starts a new agent with the runtime's defaults and `overrides` (persisted).
+    /// Creates and starts a new agent with `overrides` (persisted) over its runtime.toml entry or
+    /// the defaults. The policy is [`ops::create`], the one the offline CLI uses too.
     pub fn create_agent(&self, id: AgentId, overrides: AgentOverrides) -> Result<AgentConfig> {
         if self.addr(&id).is_ok() {
             return Err(RuntimeError::AgentExists(id));
         }
-        let config = self
-            .inner
-            .config
-            .agent_config(&id, &AgentOverrides::default())
-            .map_err(|e| RuntimeError::Configure(id.clone(), ConfigureError::Invalid(e)))?;
-        // Validate the overrides before anything is written.
-        let resolved = config
-            .with_overrides(&overrides)
-            .map_err(|e| RuntimeError::Configure(id.clone(), ConfigureError::Invalid(e)))?;
-        let now = self.inner.clock.now();
-        let record = self.inner.store.ensure_agent(&id, now)?;
-        if record.retired {
-            return Err(RuntimeError::AgentExists(id));
-        }
-        let mut merged = record.overrides;
-        merged.merge(overrides);
-        self.inner.store.set_overrides(&id, merged)?;
-        self.spawn(config)?;
+        let resolved = ops::create(
+            &self.inner.config,
+            &self.inner.store,
+            &id,
+            overrides,
+            &self.inner.clock,
+        )
+        .map_err(|e| match e {
+            ops::OpsError::Exists(id) | ops::OpsError::Retired(id) => RuntimeError::AgentExists(id),
+            ops::OpsError::Invalid(id, errors) => {
+                RuntimeError::Configure(id, ConfigureError::Invalid(errors))
+            }
+            ops::OpsError::Store(e) => RuntimeError::Store(e),
+            e => RuntimeError::Agent(id.clone(), e.to_string()),
+        })?;
+        self.spawn(ops::base_config(&self.inner.config, &id))?;
         Ok(resolved)
     }
 
@@ -357,17 +360,32 @@ impl Runtime {
             .map_err(|_| RuntimeError::Mailbox(id.clone()))
     }
 
-    /// Undoes the compaction whose summary is at `summary_seq`, between the agent's jobs (never
-    /// during a compaction); emits an `uncompacted` event.
+    /// Undoes the compaction whose summary is at `summary_seq`. Where it runs is decided here: a
+    /// hosted agent runs it between its jobs (never during a compaction) and emits an
+    /// `uncompacted` event; an agent the runtime does not host (retired) is undone in one store
+    /// transaction, since nothing else writes to it. `Busy` when the agent is stopping or has too
+    /// many requests queued.
     pub async fn uncompact(
         &self,
         id: &AgentId,
         summary_seq: u64,
-    ) -> Result<std::result::Result<somna_store::UncompactOutcome, actor::UncompactError>> {
-        self.addr(id)?
+    ) -> Result<somna_store::UncompactOutcome> {
+        let Ok(addr) = self.addr(id) else {
+            if self.inner.store.agent(id)?.is_none() {
+                return Err(RuntimeError::UnknownAgent(id.clone()));
+            }
+            let now = self.inner.clock.now();
+            return Ok(self.inner.store.uncompact(id, summary_seq, now)?);
+        };
+        match addr
             .send(actor::Uncompact(summary_seq))
             .await
-            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+        {
+            Ok(outcome) => Ok(outcome),
+            Err(actor::UncompactError::Busy) => Err(RuntimeError::Busy(id.clone())),
+            Err(e) => Err(RuntimeError::Agent(id.clone(), e.to_string())),
+        }
     }
 
     /// Changes an agent's config at run time; persisted, so it survives a restart. Applied at

@@ -5,6 +5,7 @@ mod builtins;
 mod compactor;
 mod limits;
 mod main_job;
+mod ops;
 mod properties;
 mod runtime;
 mod sleep;

@@ -648,7 +648,7 @@ async fn uncompact_through_the_runtime_restores_and_says_so() {
     let report = outcome.report().expect("compacted").clone();
     let seq = report.summary_seq.unwrap();
     let n = report.compacted;
-    let undone = runtime.uncompact(&smith, seq).await.unwrap().unwrap();
+    let undone = runtime.uncompact(&smith, seq).await.unwrap();
     assert_eq!(
         undone,
         somna_store::UncompactOutcome::Restored { restored: n }
@@ -817,5 +817,36 @@ async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
     })
     .await;
     assert!(kinds(&events, &smith).contains(&"sleep_started"));
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// The runtime decides where an uncompact runs: a retired agent (no actor) is undone in the store,
+/// a never-known id is refused.
+#[actix::test]
+async fn uncompact_of_a_retired_agent_is_routed_to_the_store_by_the_runtime() {
+    let stub = StubLlmServer::start();
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    store.create_agent(&smith, Timestamp(0)).unwrap();
+    fill(&store, &smith, 30, Timestamp(0));
+    let before = store.history(&smith).unwrap();
+    let cfg = config(&[("smith", 8192, "")]);
+    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let outcome = runtime.compact(&smith, true).await.unwrap();
+    let report = outcome.report().expect("compacted").clone();
+    let seq = report.summary_seq.unwrap();
+    runtime.retire_agent(&smith).await.unwrap();
+    let undone = runtime.uncompact(&smith, seq).await.unwrap();
+    assert_eq!(
+        undone,
+        somna_store::UncompactOutcome::Restored {
+            restored: report.compacted
+        }
+    );
+    assert_eq!(store.history(&smith).unwrap(), before);
+    assert!(matches!(
+        runtime.uncompact(&id("ghost"), 0).await,
+        Err(somna_runtime::RuntimeError::UnknownAgent(_))
+    ));
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -1,6 +1,5 @@
 //! The agent lifecycle and commands: list, create, status, config, retire, input, compact, sleep,
-//! uncompact. These go through the runtime (the agent's actor), except uncompact, which is one store
-//! transaction.
+//! uncompact. Each calls the runtime's operation, which decides how it runs.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header;
@@ -8,14 +7,12 @@ use actix_web::{HttpRequest, web};
 use serde::{Deserialize, Serialize};
 use somna_core::config::{AgentConfig, AgentOverrides};
 use somna_core::{AgentId, Timestamp};
-use somna_runtime::actor::{SleepResult, UncompactError};
+use somna_runtime::actor::SleepResult;
 use somna_runtime::agent::ConfigureError;
 use somna_runtime::{AgentState, AgentStatus, CompactionOutcome, Inbound, RuntimeError};
 use somna_store::UncompactOutcome;
 
-use super::{
-    Reply, State, json, known_agent, no_params, parse_agent_id, path_agent, runtime_error,
-};
+use super::{Reply, State, json, no_params, parse_agent_id, path_agent, runtime_error};
 use crate::body::{BodyKind, parse_json, read_body};
 use crate::error::{ApiError, ErrorCode};
 use crate::query::Params;
@@ -323,26 +320,14 @@ pub(crate) async fn uncompact(state: State, req: HttpRequest, payload: web::Payl
     let id = path_agent(&req)?;
     let bytes = read_body(&req, payload, state.body).await?;
     let body: UncompactBody = parse_json(&bytes, BodyKind::Plain, None)?;
-    let record = known_agent(&state, &id)?;
-    let outcome = if record.retired {
-        // Not hosted: nothing else writes to it.
-        let now = state.runtime.clock().now();
-        state
-            .runtime
-            .store()
-            .uncompact(&id, body.summary_seq, now)?
-    } else {
-        // Hosted: the agent runs it between its jobs, never during a compaction.
-        match state.runtime.uncompact(&id, body.summary_seq).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(UncompactError::Busy)) => {
-                return Err(busy(&id, "it is stopping or has too many requests queued"));
-            }
-            Ok(Err(UncompactError::Store(message))) => {
-                return Err(ApiError::new(ErrorCode::Internal, message));
-            }
-            Err(e) => return Err(runtime_error(&state, &id, e)),
+    // Where the undo runs (the agent's actor, or the store for a retired agent) is the
+    // runtime's decision.
+    let outcome = match state.runtime.uncompact(&id, body.summary_seq).await {
+        Ok(outcome) => outcome,
+        Err(RuntimeError::Busy(_)) => {
+            return Err(busy(&id, "it is stopping or has too many requests queued"));
         }
+        Err(e) => return Err(runtime_error(&state, &id, e)),
     };
     match outcome {
         UncompactOutcome::Restored { restored } => json(
