@@ -582,7 +582,9 @@ numbers), one per line starting with \"- \". At most {MAX_EXTRACTED} lines.\n\n{
         let masks = plan_masking(&history, history.len(), &protect, counter);
         if !masks.is_empty() {
             let masked = masks.len() as u32;
-            if let CommitOutcome::Committed { .. } = self.store.commit_masking(req.agent, masks)? {
+            if let CommitOutcome::Committed { .. } =
+                self.store.commit_masking(req.agent, masks, req.now)?
+            {
                 let usage = usage_of(&self.store)?;
                 let tokens_after = (usage * max / calibration) as u64;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");

@@ -90,7 +90,7 @@ pub async fn import_jsonl(
         let usage = fixed + store.usage_tokens(agent)? + pending_tokens;
         let last = done + 1 == total;
         if usage >= threshold || last || batch.len() >= 1_000 {
-            store.append_batch(agent, std::mem::take(&mut batch))?;
+            store.append_batch(agent, std::mem::take(&mut batch), now)?;
             pending_tokens = 0;
             progress(done + 1, total);
         }
