@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
 use crate::compactor::CompactionOutcome;
 use crate::stats::TickStats;
-use somna_store::UncompactOutcome;
+use somna_store::{StoreError, UncompactOutcome};
 
 /// Input for the agent.
 #[derive(Debug, Message)]
@@ -53,7 +53,7 @@ pub struct Compact {
 
 /// The agent's status.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<AgentStatus, String>")]
+#[rtype(result = "Result<AgentStatus, StoreError>")]
 pub struct Status;
 
 /// Change the agent's config at run time (persisted).
@@ -81,12 +81,12 @@ enum Deferred {
 pub type UncompactResult = Result<UncompactOutcome, UncompactError>;
 
 /// Why an uncompact did not run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum UncompactError {
     #[error("the agent is busy (stopping, or too many requests queued)")]
     Busy,
-    #[error("store: {0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Undo the compaction whose summary is at this seq. Runs between jobs, never during one.
@@ -262,10 +262,7 @@ impl AgentActor {
             Deferred::Compact(force, tx) => self.start_compact(force, tx, ctx),
             Deferred::Uncompact(seq, tx) => {
                 // A quick store transaction: runs in place, then the queue moves on.
-                let result = self
-                    .agent
-                    .uncompact(seq)
-                    .map_err(|e| UncompactError::Store(e.to_string()));
+                let result = self.agent.uncompact(seq).map_err(UncompactError::Store);
                 let _ = tx.send(result);
                 self.job_done(ctx);
             }
@@ -349,9 +346,9 @@ fn refuse(op: Deferred) {
 }
 
 impl Handler<Status> for AgentActor {
-    type Result = Result<AgentStatus, String>;
+    type Result = Result<AgentStatus, StoreError>;
     fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
-        self.agent.status().map_err(|e| e.to_string())
+        self.agent.status()
     }
 }
 

@@ -93,7 +93,7 @@ impl CompactionOutcome {
 /// Errors the engine cannot turn into an outcome: the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 

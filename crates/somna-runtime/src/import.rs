@@ -18,11 +18,11 @@ use crate::compactor::{CompactError, CompactRequest, CompactionOutcome, Compacto
 pub enum ImportError {
     #[error("line {line}: {message}")]
     BadLine { line: usize, message: String },
-    #[error("reading the input: {0}")]
+    #[error("reading the input")]
     Io(#[from] std::io::Error),
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Compact(#[from] CompactError),
 }
 
@@ -57,9 +57,9 @@ pub async fn import_jsonl(
         if line.trim().is_empty() {
             continue;
         }
-        let mut m = interchange::parse_line(&line).map_err(|message| ImportError::BadLine {
+        let mut m = interchange::parse_line(&line).map_err(|e| ImportError::BadLine {
             line: i + 1,
-            message,
+            message: e.to_string(),
         })?;
         m.created_at = now;
         m.tokens = counter.count_message(&m);

@@ -338,8 +338,8 @@ pub(crate) async fn uncompact(state: State, req: HttpRequest, payload: web::Payl
             Ok(Err(UncompactError::Busy)) => {
                 return Err(busy(&id, "it is stopping or has too many requests queued"));
             }
-            Ok(Err(UncompactError::Store(message))) => {
-                return Err(ApiError::new(ErrorCode::Internal, message));
+            Ok(Err(UncompactError::Store(e))) => {
+                return Err(ApiError::new(ErrorCode::Internal, e.to_string()));
             }
             Err(e) => return Err(runtime_error(&state, &id, e)),
         }
