@@ -17,17 +17,17 @@ use somna_store::{StoreError, UncompactOutcome};
 /// Input for the agent.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), InboundError>")]
-pub struct Input(pub Inbound);
+pub(crate) struct Input(pub Inbound);
 
 /// Run one tick now (tests and tools; the actor also ticks on its own timer).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Tick;
+pub(crate) struct Tick;
 
 /// Sleep now: consolidation, reflection, compaction at the sleep threshold.
 #[derive(Debug, Message)]
 #[rtype(result = "SleepResult")]
-pub struct Sleep;
+pub(crate) struct Sleep;
 
 /// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
 /// flight (up to [`MAX_DEFERRED`] requests), then runs.
@@ -47,24 +47,24 @@ pub enum SleepResult {
 /// Compact now (`force`: manual, ignoring thresholds; else at the sleep threshold).
 #[derive(Debug, Message)]
 #[rtype(result = "CompactionOutcome")]
-pub struct Compact {
+pub(crate) struct Compact {
     pub force: bool,
 }
 
 /// The agent's status.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<AgentStatus, StoreError>")]
-pub struct Status;
+pub(crate) struct Status;
 
 /// Change the agent's config at run time (persisted).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<AgentConfig, ConfigureError>")]
-pub struct Configure(pub AgentOverrides);
+pub(crate) struct Configure(pub AgentOverrides);
 
 /// Stop ticking and answer once no job is in flight (or at once if none is).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Drain(pub oneshot::Sender<()>);
+pub(crate) struct Drain(pub oneshot::Sender<()>);
 
 /// Most sleep/compaction requests queued behind a busy agent; beyond it they get `Busy`.
 pub const MAX_DEFERRED: usize = 8;
@@ -92,11 +92,11 @@ pub enum UncompactError {
 /// Undo the compaction whose summary is at this seq. Runs between jobs, never during one.
 #[derive(Debug, Message)]
 #[rtype(result = "UncompactResult")]
-pub struct Uncompact(pub u64);
+pub(crate) struct Uncompact(pub u64);
 
 /// The actor.
 #[derive(Debug)]
-pub struct AgentActor {
+pub(crate) struct AgentActor {
     agent: Agent,
     /// Real time between ticks.
     tick_every: Duration,

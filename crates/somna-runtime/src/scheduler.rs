@@ -99,6 +99,7 @@ impl SleepPlan {
     }
 
     /// Sleeps in flight.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
