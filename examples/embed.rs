@@ -19,11 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use somna::core::config::ResolvedConfig;
-use somna::core::{AgentId, JournalQuery, Role, SourceType, ToolCall};
-use somna::llm::{BuiltinClient, ChatRequest, ChatResponse, LlmClient, LlmError};
-use somna::runtime::{CompactionOutcome, Event, Inbound, Runtime, RuntimeOptions, Stamped};
-use somna::store::Store;
+// The host needs only the facade's top-level names; the request/response types of the LLM boundary
+// (for the model wrapper below) come from the `llm` module.
+use somna::llm::{ChatRequest, ChatResponse};
+use somna::{
+    AgentId, BuiltinClient, CompactionOutcome, Event, Inbound, JournalQuery, LlmClient, LlmError,
+    ResolvedConfig, Role, Runtime, RuntimeOptions, SourceType, Stamped, Store, ToolCall,
+};
 use tokio::sync::broadcast;
 
 /// The runtime's config, as the game would ship it. Real agents tick every second and sleep every

@@ -64,11 +64,34 @@ fn function_type() -> String {
     "function".to_string()
 }
 
+/// Why a JSONL line is not a message; each variant names what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterchangeError {
+    /// The line is not JSON in OpenAI's message shape.
+    #[error("not a message: {reason}")]
+    NotAMessage {
+        /// The JSON parser's description (line and column within the line).
+        reason: String,
+    },
+    /// `role` is not one Somna knows.
+    #[error("{0}")]
+    Role(String),
+    /// A `tool` message without the `tool_call_id` it answers.
+    #[error("a tool message needs tool_call_id")]
+    MissingToolCallId,
+    /// A non-tool message with neither text nor tool calls.
+    #[error("the message has neither content nor tool_calls")]
+    Empty,
+}
+
 /// Parses one JSONL line into a message (seq, time and tokens are left for the caller). Errors
 /// name what is wrong.
-pub fn parse_line(line: &str) -> Result<Message, String> {
-    let m: OpenAiMessage = serde_json::from_str(line).map_err(|e| format!("not a message: {e}"))?;
-    let role: Role = m.role.parse()?;
+pub fn parse_line(line: &str) -> Result<Message, InterchangeError> {
+    let m: OpenAiMessage =
+        serde_json::from_str(line).map_err(|e| InterchangeError::NotAMessage {
+            reason: e.to_string(),
+        })?;
+    let role: Role = m.role.parse().map_err(InterchangeError::Role)?;
     let content = match m.content {
         None => String::new(),
         Some(Content::Text(t)) => t,
@@ -79,10 +102,10 @@ pub fn parse_line(line: &str) -> Result<Message, String> {
             .join("\n"),
     };
     if role == Role::Tool && m.tool_call_id.is_none() {
-        return Err("a tool message needs tool_call_id".into());
+        return Err(InterchangeError::MissingToolCallId);
     }
     if content.is_empty() && m.tool_calls.is_empty() && role != Role::Tool {
-        return Err("the message has neither content nor tool_calls".into());
+        return Err(InterchangeError::Empty);
     }
     let mut msg = Message::new(role, content);
     msg.name = m.name;
@@ -144,22 +167,20 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(parse_line("{").unwrap_err().starts_with("not a message"));
+        let err = |line: &str| parse_line(line).unwrap_err();
+        assert!(matches!(err("{"), InterchangeError::NotAMessage { .. }));
+        assert!(err("{").to_string().starts_with("not a message"));
+        let robot = err(r#"{"role":"robot","content":"x"}"#);
+        assert!(matches!(robot, InterchangeError::Role(_)));
         assert!(
-            parse_line(r#"{"role":"robot","content":"x"}"#)
-                .unwrap_err()
-                .contains("unknown role")
+            robot.to_string().contains("unknown role \"robot\""),
+            "{robot}"
         );
-        assert!(
-            parse_line(r#"{"role":"tool","content":"x"}"#)
-                .unwrap_err()
-                .contains("tool_call_id")
+        assert_eq!(
+            err(r#"{"role":"tool","content":"x"}"#),
+            InterchangeError::MissingToolCallId
         );
-        assert!(
-            parse_line(r#"{"role":"user"}"#)
-                .unwrap_err()
-                .contains("neither")
-        );
+        assert_eq!(err(r#"{"role":"user"}"#), InterchangeError::Empty);
         let parts = parse_line(
             r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}"#,
         )

@@ -3,7 +3,8 @@
 //!
 //! - [`message`]: `Message`, `Role`, `ToolCall`, `MessageKind` (normal, summary, masked).
 //! - [`journal`]: `JournalEntry`, `SourceType`, `JournalQuery`, memory `Fact`.
-//! - [`record`]: `AgentRecord` (per-agent counters), `CompactionRecord` and `EventRecord` (the log).
+//! - [`record`]: `AgentRecord` (per-agent counters), `CompactionRecord`, `EventRecord` and
+//!   `LoggedEvent` (the durable log).
 //! - [`config`]: runtime.toml: raw structs, layered overrides, resolved per-agent config, validation.
 //! - [`tokens`]: `TokenCounter` (tiktoken for known models, a calibrated heuristic otherwise) and
 //!   `Calibration`.
@@ -29,5 +30,7 @@ pub mod usage;
 pub use id::AgentId;
 pub use journal::{EntryId, Fact, FactId, JournalEntry, JournalQuery, SourceType};
 pub use message::{Message, MessageKind, Role, Seq, SummaryMeta, ToolCall};
-pub use record::{AgentRecord, CompactionMethod, CompactionRecord, Cover, EventRecord, Trigger};
+pub use record::{
+    AgentRecord, CompactionMethod, CompactionRecord, Cover, EventRecord, LoggedEvent, Trigger,
+};
 pub use time::Timestamp;

@@ -1,4 +1,5 @@
-//! Per-agent bookkeeping (`AgentRecord`) and the compaction log (`CompactionRecord`, `EventRecord`).
+//! Per-agent bookkeeping (`AgentRecord`) and the durable log (`CompactionRecord`, `EventRecord`,
+//! `LoggedEvent`).
 
 use std::fmt;
 
@@ -177,6 +178,11 @@ pub fn reduction_pct(before: u64, after: u64) -> f64 {
 }
 
 /// One entry of the `events` tree: the agent's durable log.
+///
+/// Not to be confused with somna-runtime's `Event`, which has another meaning: a live notification
+/// to subscribers (the SSE stream, progress lines), never stored, that also covers what is not
+/// worth keeping (replies, tool calls, sleep phases). What is kept is an `EventRecord`; where it
+/// sits in the log is a [`LoggedEvent`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventRecord {
@@ -221,6 +227,16 @@ pub enum EventRecord {
         #[serde(default)]
         stuck: Option<String>,
     },
+}
+
+/// An [`EventRecord`] as read back from the log, with its per-agent sequence number (its key in the
+/// `events` tree, not part of the stored value). The HTTP API's `events` listing carries these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedEvent {
+    /// The event's seq (the order events were logged in).
+    pub seq: u64,
+    /// The event itself.
+    pub event: EventRecord,
 }
 
 impl EventRecord {

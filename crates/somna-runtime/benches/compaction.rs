@@ -76,7 +76,9 @@ fn filled_store(history: &[Message]) -> (Store, AgentId) {
     let store = Store::temporary().unwrap();
     let id = AgentId::new("bench").unwrap();
     store.create_agent(&id, Timestamp(0)).unwrap();
-    store.append_batch(&id, history.to_vec()).unwrap();
+    store
+        .append_batch(&id, history.to_vec(), Timestamp(0))
+        .unwrap();
     (store, id)
 }
 

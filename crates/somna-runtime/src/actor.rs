@@ -12,22 +12,22 @@ use tokio::sync::oneshot;
 use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
 use crate::compactor::CompactionOutcome;
 use crate::stats::TickStats;
-use somna_store::UncompactOutcome;
+use somna_store::{StoreError, UncompactOutcome};
 
 /// Input for the agent.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), InboundError>")]
-pub struct Input(pub Inbound);
+pub(crate) struct Input(pub Inbound);
 
 /// Run one tick now (tests and tools; the actor also ticks on its own timer).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Tick;
+pub(crate) struct Tick;
 
 /// Sleep now: consolidation, reflection, compaction at the sleep threshold.
 #[derive(Debug, Message)]
 #[rtype(result = "SleepResult")]
-pub struct Sleep;
+pub(crate) struct Sleep;
 
 /// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
 /// flight (up to [`MAX_DEFERRED`] requests), then runs.
@@ -47,24 +47,24 @@ pub enum SleepResult {
 /// Compact now (`force`: manual, ignoring thresholds; else at the sleep threshold).
 #[derive(Debug, Message)]
 #[rtype(result = "CompactionOutcome")]
-pub struct Compact {
+pub(crate) struct Compact {
     pub force: bool,
 }
 
 /// The agent's status.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<AgentStatus, String>")]
-pub struct Status;
+#[rtype(result = "Result<AgentStatus, StoreError>")]
+pub(crate) struct Status;
 
 /// Change the agent's config at run time (persisted).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<AgentConfig, ConfigureError>")]
-pub struct Configure(pub AgentOverrides);
+pub(crate) struct Configure(pub AgentOverrides);
 
 /// Stop ticking and answer once no job is in flight (or at once if none is).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Drain(pub oneshot::Sender<()>);
+pub(crate) struct Drain(pub oneshot::Sender<()>);
 
 /// Most sleep/compaction requests queued behind a busy agent; beyond it they get `Busy`.
 pub const MAX_DEFERRED: usize = 8;
@@ -81,22 +81,22 @@ enum Deferred {
 pub type UncompactResult = Result<UncompactOutcome, UncompactError>;
 
 /// Why an uncompact did not run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum UncompactError {
     #[error("the agent is busy (stopping, or too many requests queued)")]
     Busy,
-    #[error("store: {0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Undo the compaction whose summary is at this seq. Runs between jobs, never during one.
 #[derive(Debug, Message)]
 #[rtype(result = "UncompactResult")]
-pub struct Uncompact(pub u64);
+pub(crate) struct Uncompact(pub u64);
 
 /// The actor.
 #[derive(Debug)]
-pub struct AgentActor {
+pub(crate) struct AgentActor {
     agent: Agent,
     /// Real time between ticks.
     tick_every: Duration,
@@ -262,10 +262,7 @@ impl AgentActor {
             Deferred::Compact(force, tx) => self.start_compact(force, tx, ctx),
             Deferred::Uncompact(seq, tx) => {
                 // A quick store transaction: runs in place, then the queue moves on.
-                let result = self
-                    .agent
-                    .uncompact(seq)
-                    .map_err(|e| UncompactError::Store(e.to_string()));
+                let result = self.agent.uncompact(seq).map_err(UncompactError::Store);
                 let _ = tx.send(result);
                 self.job_done(ctx);
             }
@@ -349,9 +346,9 @@ fn refuse(op: Deferred) {
 }
 
 impl Handler<Status> for AgentActor {
-    type Result = Result<AgentStatus, String>;
+    type Result = Result<AgentStatus, StoreError>;
     fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
-        self.agent.status().map_err(|e| e.to_string())
+        self.agent.status()
     }
 }
 

@@ -355,7 +355,7 @@ impl Agent {
 
     fn append(&self, mut m: Message) -> Result<Message, StoreError> {
         m.tokens = self.counter.count_message(&m);
-        self.deps.store.append(&self.id, m)
+        self.deps.store.append(&self.id, m, self.deps.clock.now())
     }
 
     /// Counts an input message and checks it against the input limit; the counted message (its
@@ -374,7 +374,7 @@ impl Agent {
 
     /// Appends a message [`Agent::admit`] counted.
     fn append_counted(&self, m: Message) -> Result<Message, StoreError> {
-        self.deps.store.append(&self.id, m)
+        self.deps.store.append(&self.id, m, self.deps.clock.now())
     }
 
     /// The start of a tick: the emergency check first, then the step. Returns the job to spawn, if
@@ -741,7 +741,7 @@ impl JobContext {
         m.tokens = self.counter.count_message(&m);
         self.deps
             .store
-            .append(&self.id, m)
+            .append(&self.id, m, self.now())
             .map_err(|e| format!("store: {e}"))
     }
 

@@ -92,7 +92,7 @@ impl CompactionOutcome {
 /// Errors the engine cannot turn into an outcome: the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
@@ -552,7 +552,9 @@ summaries of summaries may lose accuracy"
         let masks = plan_masking(&history, history.len(), &protect, counter);
         if !masks.is_empty() {
             let masked = masks.len() as u32;
-            if let CommitOutcome::Committed { .. } = self.store.commit_masking(req.agent, masks)? {
+            if let CommitOutcome::Committed { .. } =
+                self.store.commit_masking(req.agent, masks, req.now)?
+            {
                 let usage = usage_of(&self.store)?;
                 let tokens_after = usage.tokens;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");

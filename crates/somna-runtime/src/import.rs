@@ -19,11 +19,11 @@ use crate::compactor::{CompactError, CompactRequest, CompactionOutcome, Compacto
 pub enum ImportError {
     #[error("line {line}: {message}")]
     BadLine { line: usize, message: String },
-    #[error("reading the input: {0}")]
+    #[error("reading the input")]
     Io(#[from] std::io::Error),
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Compact(#[from] CompactError),
 }
 
@@ -60,9 +60,9 @@ pub async fn import_jsonl(
         if line.trim().is_empty() {
             continue;
         }
-        let mut m = interchange::parse_line(&line).map_err(|message| ImportError::BadLine {
+        let mut m = interchange::parse_line(&line).map_err(|e| ImportError::BadLine {
             line: i + 1,
-            message,
+            message: e.to_string(),
         })?;
         m.created_at = now;
         m.tokens = counter.count_message(&m);
@@ -107,7 +107,7 @@ pub async fn import_jsonl(
         let usage = usage_of(store.usage_tokens(agent)? + pending_tokens).fraction();
         let last = done + 1 == total;
         if usage >= threshold || last || batch.len() >= 1_000 {
-            store.append_batch(agent, std::mem::take(&mut batch))?;
+            store.append_batch(agent, std::mem::take(&mut batch), now)?;
             pending_tokens = 0;
             progress(done + 1, total);
         }

@@ -4,8 +4,10 @@
 //!   `LlmClient`, validate, commit through the store; emergency fallbacks, the stall guard, undo.
 //! - [`agent`]: the `Agent` component: input, the tick's emergency check and step, sleep
 //!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct.
-//! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent`, and its messages.
-//! - [`scheduler`]: the `Scheduler` actor and its plain `SleepPlan` (period, jitter, cap).
+//! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent` (crate-internal, like its
+//!   messages); public are the answers callers see: `SleepResult`, `UncompactError`.
+//! - `scheduler` (crate-internal): the `Scheduler` actor and its plain `SleepPlan` (period,
+//!   jitter, cap).
 //! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
 //! - [`ops`]: agent operations decided once (create, retire, load, uncompact), called by
 //!   `Runtime` and by `Offline`, the same operations on a database no runtime hosts.
@@ -26,10 +28,11 @@ pub mod ops;
 pub mod prompt;
 pub mod runtime;
 pub mod scenario;
-pub mod scheduler;
+pub(crate) mod scheduler;
 pub mod stats;
 pub mod tools;
 
+pub use actor::{SleepResult, UncompactError, UncompactResult};
 pub use agent::{Agent, AgentState, AgentStatus, Inbound};
 pub use clock::Clock;
 pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};

@@ -47,17 +47,21 @@ pub enum RuntimeError {
     Load(AgentId, AgentLoadError),
     #[error("agent \"{0}\" is not reachable (stopped or overloaded)")]
     Mailbox(AgentId),
-    #[error("agent \"{0}\": {1}")]
-    Agent(AgentId, String),
+    /// The agent could not read its status from the store.
+    #[error("agent \"{0}\": status: {1}")]
+    Status(AgentId, StoreError),
     #[error("the runtime is shutting down")]
     ShuttingDown,
     #[error("cannot start the job pool: {0}")]
     JobPool(std::io::Error),
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The agent could not take the request: it is stopping or has too many requests queued.
     #[error("agent \"{0}\" is busy (stopping, or too many requests queued)")]
     Busy(AgentId),
+    /// An agent operation refused or failed (see [`ops::OpsError`]).
+    #[error(transparent)]
+    Ops(ops::OpsError),
 }
 
 /// Result alias for runtime operations.
@@ -274,7 +278,7 @@ impl Runtime {
                 RuntimeError::Configure(id, ConfigureError::Invalid(errors))
             }
             ops::OpsError::Store(e) => RuntimeError::Store(e),
-            e => RuntimeError::Agent(id.clone(), e.to_string()),
+            e => RuntimeError::Ops(e),
         })?;
         self.spawn(ops::base_config(&self.inner.config, &id))?;
         Ok(resolved)
@@ -341,7 +345,7 @@ impl Runtime {
             .send(actor::Status)
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
-            .map_err(|e| RuntimeError::Agent(id.clone(), e))
+            .map_err(|e| RuntimeError::Status(id.clone(), e))
     }
 
     /// Compacts an agent now (`force`: ignore thresholds).
@@ -384,7 +388,7 @@ impl Runtime {
         {
             Ok(outcome) => Ok(outcome),
             Err(actor::UncompactError::Busy) => Err(RuntimeError::Busy(id.clone())),
-            Err(e) => Err(RuntimeError::Agent(id.clone(), e.to_string())),
+            Err(actor::UncompactError::Store(e)) => Err(RuntimeError::Store(e)),
         }
     }
 
@@ -494,4 +498,55 @@ where
     tracing::info!("shutting down");
     runtime.shutdown(DEFAULT_GRACE).await?;
     Ok(runtime)
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use crate::actor::UncompactError;
+    use crate::compactor::CompactError;
+    use crate::import::ImportError;
+
+    /// The error and its sources joined by ": ", as anyhow prints `{:#}`.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut parts = vec![e.to_string()];
+        let mut source = e.source();
+        while let Some(s) = source {
+            parts.push(s.to_string());
+            source = s.source();
+        }
+        parts.join(": ")
+    }
+
+    fn unknown() -> StoreError {
+        StoreError::UnknownAgent(AgentId::new("ghost").unwrap())
+    }
+
+    /// Every wrapper of a store error says it once under `{:#}`, and keeps it matchable.
+    #[test]
+    fn store_errors_print_their_cause_once() {
+        let wrapped: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(RuntimeError::from(unknown())),
+            Box::new(RuntimeError::Status(
+                AgentId::new("ghost").unwrap(),
+                unknown(),
+            )),
+            Box::new(UncompactError::from(unknown())),
+            Box::new(CompactError::from(unknown())),
+            Box::new(ImportError::from(unknown())),
+            Box::new(ImportError::from(CompactError::from(unknown()))),
+        ];
+        for e in wrapped {
+            let text = chain(e.as_ref());
+            assert_eq!(
+                text.matches("unknown agent ghost").count(),
+                1,
+                "{e:?} prints {text:?}"
+            );
+        }
+        assert!(matches!(
+            UncompactError::from(unknown()),
+            UncompactError::Store(StoreError::UnknownAgent(_))
+        ));
+    }
 }

@@ -15,7 +15,7 @@ use crate::actor::{Sleep, SleepResult};
 struct Slot {
     /// Real time between sleeps.
     every: Duration,
-    /// Real jitter bound: each sleep is due at `every ± jitter/2`.
+    /// Real jitter bound: each sleep is due `every` plus an offset in `[0, jitter)` after the last.
     jitter: Duration,
     next_at: Instant,
     /// How many sleeps were scheduled (varies the jitter).
@@ -99,6 +99,7 @@ impl SleepPlan {
     }
 
     /// Sleeps in flight.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }

@@ -57,7 +57,7 @@ fn input_over_the_limit_is_refused_on_every_kind_and_writes_nothing() {
         }],
     );
     call.tokens = counter().count_message(&call);
-    store.append(&smith, call).unwrap();
+    store.append(&smith, call, Timestamp(0)).unwrap();
     let llm: Arc<dyn LlmClient> = Arc::new(somna_llm::BuiltinClient::new());
     let mut agent = Agent::load(config, deps(&store, llm)).unwrap();
     let before = snapshot(&store, &smith);

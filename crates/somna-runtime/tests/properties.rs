@@ -83,7 +83,7 @@ proptest! {
         let store = Store::temporary().unwrap();
         let agent = id("prop");
         store.create_agent(&agent, Timestamp(0)).unwrap();
-        store.append_batch(&agent, build(&steps)).unwrap();
+        store.append_batch(&agent, build(&steps), Timestamp(0)).unwrap();
         let before = store.history(&agent).unwrap();
         let total: u64 = before.iter().map(|m| u64::from(m.tokens)).sum();
         let mut cfg = agent_config("prop", ((total as f64) / 0.9) as u32 + 64);

@@ -83,7 +83,7 @@ pub fn fill(store: &Store, agent: &AgentId, n: usize, start: Timestamp) -> Vec<M
             };
             m.created_at = Timestamp(start.0 + i as u64 * 1000);
             m.tokens = counter.count_message(&m);
-            store.append(agent, m).unwrap()
+            store.append(agent, m, start).unwrap()
         })
         .collect()
 }
@@ -100,10 +100,10 @@ pub fn tool_exchange(store: &Store, agent: &AgentId, call_id: &str, result_chars
         }],
     );
     call.tokens = counter.count_message(&call);
-    store.append(agent, call).unwrap();
+    store.append(agent, call, Timestamp(0)).unwrap();
     let mut result = Message::tool_result(call_id, "iron ingot x4; ".repeat(result_chars / 15 + 1));
     result.tokens = counter.count_message(&result);
-    store.append(agent, result).unwrap();
+    store.append(agent, result, Timestamp(0)).unwrap();
 }
 
 /// The whole live history as one comparable value.

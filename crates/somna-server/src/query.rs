@@ -85,22 +85,29 @@ impl Params {
     }
 }
 
+/// Why a journal time bound is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TimeBoundError {
+    #[error("is empty")]
+    Empty,
+    #[error(
+        "expected a duration meaning that long ago (like `1d` or `90m`) or an RFC 3339 time \
+(like `2026-11-21T10:00:00Z`), got {0:?}"
+    )]
+    Unrecognized(String),
+}
+
 /// Parses a journal time bound: a humantime duration meaning "that long before `now`" (`1d`,
 /// `90m`, `1h 30m`) or an RFC 3339 time (`2026-11-21T10:00:00Z`).
-pub(crate) fn parse_time(value: &str, now: Timestamp) -> Result<Timestamp, String> {
+pub(crate) fn parse_time(value: &str, now: Timestamp) -> Result<Timestamp, TimeBoundError> {
     let value = value.trim();
     if value.is_empty() {
-        return Err("is empty".to_string());
+        return Err(TimeBoundError::Empty);
     }
     if let Ok(ago) = humantime::parse_duration(value) {
         return Ok(now.saturating_sub(ago));
     }
-    Timestamp::parse_rfc3339(value).map_err(|_| {
-        format!(
-            "expected a duration meaning that long ago (like `1d` or `90m`) or an RFC 3339 time \
-(like `2026-11-21T10:00:00Z`), got {value:?}"
-        )
-    })
+    Timestamp::parse_rfc3339(value).map_err(|_| TimeBoundError::Unrecognized(value.to_string()))
 }
 
 #[cfg(test)]
@@ -146,7 +153,10 @@ mod tests {
             "2026-11-01T00:00:00.000Z"
         );
         assert_eq!(parse_time("100000y", now).unwrap(), Timestamp::ZERO);
-        assert!(parse_time("yesterday", now).is_err());
-        assert!(parse_time("", now).is_err());
+        assert_eq!(
+            parse_time("yesterday", now),
+            Err(TimeBoundError::Unrecognized("yesterday".into()))
+        );
+        assert_eq!(parse_time(" ", now), Err(TimeBoundError::Empty));
     }
 }

@@ -44,7 +44,7 @@ fn agent_with(store: &Store, name: &str, n: u64) -> AgentId {
     let mut i = 0;
     while i < n {
         let batch = (i..(i + 1_000).min(n)).map(message).collect();
-        store.append_batch(&id, batch).unwrap();
+        store.append_batch(&id, batch, NOW).unwrap();
         i += 1_000;
     }
     id
@@ -56,12 +56,16 @@ fn append(c: &mut Criterion) {
     let mut group = c.benchmark_group("append");
     group.throughput(Throughput::Elements(1));
     group.bench_function("single", |b| {
-        b.iter(|| store.append(&id, black_box(message(7))).unwrap())
+        b.iter(|| store.append(&id, black_box(message(7)), NOW).unwrap())
     });
     let batch: Vec<Message> = (0..100).map(message).collect();
     group.throughput(Throughput::Elements(100));
     group.bench_function("batch_100", |b| {
-        b.iter(|| store.append_batch(&id, black_box(batch.clone())).unwrap())
+        b.iter(|| {
+            store
+                .append_batch(&id, black_box(batch.clone()), NOW)
+                .unwrap()
+        })
     });
     group.finish();
 }

@@ -22,7 +22,7 @@ use crate::error::{Result, StoreError};
 use crate::events::push_event;
 use crate::journal::push_entries;
 use crate::keys::{self, MessageKey};
-use crate::store::{Store, TreeId, WriteSet, now, tree_names};
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 /// Everything one compaction commits.
@@ -243,8 +243,14 @@ impl Store {
     /// `Masked`) takes the place of the normal message of the same seq, whose original moves to the
     /// archive. Returns [`CommitOutcome::Conflict`], having changed nothing, when an original is
     /// gone or is not a normal message. Logs an `EventRecord::Masking`; `summary_seq` in the outcome
-    /// is the lowest masked seq and `journal_ids` is empty.
-    pub fn commit_masking(&self, id: &AgentId, masked: Vec<Message>) -> Result<CommitOutcome> {
+    /// is the lowest masked seq and `journal_ids` is empty. The event is stamped `now` (the
+    /// caller's clock).
+    pub fn commit_masking(
+        &self,
+        id: &AgentId,
+        masked: Vec<Message>,
+        now: Timestamp,
+    ) -> Result<CommitOutcome> {
         let invalid = |reason: String| StoreError::Invalid {
             what: "masking commit",
             reason,
@@ -312,7 +318,7 @@ impl Store {
             writes.create(TreeId::History, key, encoded, seq);
         }
         let event = EventRecord::Masking {
-            at: now(),
+            at: now,
             masked: u32::try_from(count).unwrap_or(u32::MAX),
             tokens_before: guard.history_tokens,
             tokens_after: next.history_tokens,
@@ -693,7 +699,7 @@ mod tests {
                 m
             })
             .collect();
-        let all = store.append_batch(&id, messages).unwrap();
+        let all = store.append_batch(&id, messages, Timestamp(100)).unwrap();
         let masked = Message {
             content: "[masked]".into(),
             tokens: 2,
@@ -702,7 +708,9 @@ mod tests {
             },
             ..all[3].clone()
         };
-        store.commit_masking(&id, vec![masked]).unwrap();
+        store
+            .commit_masking(&id, vec![masked], Timestamp(200))
+            .unwrap();
         let trees = &store.inner.trees;
         let first = store.history(&id).unwrap();
         store

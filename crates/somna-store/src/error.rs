@@ -9,8 +9,8 @@ use crate::codec::FORMAT_VERSION;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The storage engine failed (an IO error, corruption it detected).
-    #[error("storage error: {0}")]
-    Storage(#[source] StorageError),
+    #[error(transparent)]
+    Storage(StorageError),
     /// `create_agent` for an id that already has a record.
     #[error("agent {0} already exists")]
     AlreadyExists(AgentId),

@@ -1,21 +1,11 @@
 //! The per-agent event log: compactions, uncompactions, maskings, failures and notes.
 
-use serde::{Deserialize, Serialize};
-use somna_core::{AgentId, EventRecord};
+use somna_core::{AgentId, EventRecord, LoggedEvent};
 
 use crate::codec;
 use crate::error::Result;
 use crate::keys;
 use crate::store::{Store, TreeId, WriteSet, tree_names};
-
-/// An event as stored, with its per-agent sequence number.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoggedEvent {
-    /// The event's seq (the order events were logged in).
-    pub seq: u64,
-    /// The event itself.
-    pub event: EventRecord,
-}
 
 impl Store {
     /// Logs an event; returns its seq.

@@ -11,7 +11,7 @@
 //! - [`compaction`]: the atomic [`Store::commit_compaction`], [`Store::commit_masking`] and
 //!   [`Store::uncompact`], with [`CompactionCommit`], [`CommitOutcome`] and [`UncompactOutcome`].
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
-//! - [`events`]: the per-agent event log ([`LoggedEvent`]).
+//! - [`events`]: the per-agent event log (somna-core's [`LoggedEvent`], re-exported here).
 //! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
 //! - [`codec`]: the versioned value encoding (a format-version byte, then named MessagePack).
 //! - [`error`]: [`StoreError`] and the [`Result`] alias.
@@ -36,5 +36,5 @@ pub use check::InvariantReport;
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
-pub use events::LoggedEvent;
+pub use somna_core::LoggedEvent;
 pub use store::{Store, StoreOptions};

@@ -5,15 +5,16 @@ use somna_core::{AgentId, Cover, Message, Seq, Timestamp};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::store::{Store, TreeId, WriteSet, now, tree_names};
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 impl Store {
     /// Appends one normal message: assigns its seq (the record's `next_seq`) and, when it is zero,
-    /// its `created_at`. The caller sets `tokens` (somna-core's `TokenCounter`); the store adds them
-    /// to the agent's running total in the same transaction. Returns the message as stored.
-    pub fn append(&self, id: &AgentId, message: Message) -> Result<Message> {
-        self.append_batch(id, vec![message])?
+    /// its `created_at` (set to `now`, the caller's clock: the store never reads the wall clock).
+    /// The caller sets `tokens` (somna-core's `TokenCounter`); the store adds them to the agent's
+    /// running total in the same transaction. Returns the message as stored.
+    pub fn append(&self, id: &AgentId, message: Message, now: Timestamp) -> Result<Message> {
+        self.append_batch(id, vec![message], now)?
             .pop()
             .ok_or_else(|| StoreError::Inconsistent {
                 agent: id.clone(),
@@ -21,8 +22,14 @@ impl Store {
             })
     }
 
-    /// Appends several normal messages in one transaction, in order (see [`Store::append`]).
-    pub fn append_batch(&self, id: &AgentId, messages: Vec<Message>) -> Result<Vec<Message>> {
+    /// Appends several normal messages in one transaction, in order (see [`Store::append`]); those
+    /// whose `created_at` is zero are stamped `now`.
+    pub fn append_batch(
+        &self,
+        id: &AgentId,
+        messages: Vec<Message>,
+        now: Timestamp,
+    ) -> Result<Vec<Message>> {
         if messages.is_empty() {
             return Ok(messages);
         }
@@ -38,13 +45,12 @@ impl Store {
         let state = self.state(id)?;
         let mut guard = state.lock();
         let mut next = guard.clone();
-        let stamp = now();
         let mut writes = WriteSet::with_capacity(messages.len() + 1);
         let mut stored = Vec::with_capacity(messages.len());
         for mut message in messages {
             message.seq = next.next_seq;
             if message.created_at == Timestamp::ZERO {
-                message.created_at = stamp;
+                message.created_at = now;
             }
             let value = codec::encode(tree_names::HISTORY, &message)?;
             writes.create(

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use sled::IVec;
 use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
@@ -283,12 +283,6 @@ fn remove_abandoned_snapshots(dir: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(removed)
-}
-
-/// The wall clock as a [`Timestamp`] (the store stamps appends and undo events that come without a
-/// time).
-pub(crate) fn now() -> Timestamp {
-    Timestamp::from_system_time(SystemTime::now())
 }
 
 impl Store {

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use somna_core::{Message, Role, Timestamp, ToolCall};
+use somna_core::interchange;
+use somna_core::{Message, Timestamp};
 
 /// Why a fixture could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -36,38 +37,10 @@ pub fn fixtures_dir() -> PathBuf {
 /// When the first fixture message was written: 2026-11-01T09:00:00Z. Each later line is one minute later.
 pub const FIXTURE_START: Timestamp = Timestamp(1_793_523_600_000);
 
-/// One OpenAI-format message line.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line {
-    role: String,
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    tool_calls: Vec<WireCall>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireCall {
-    id: String,
-    #[serde(default, rename = "type")]
-    _kind: Option<String>,
-    function: WireFunction,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireFunction {
-    name: String,
-    arguments: String,
-}
-
-/// Loads an OpenAI-format JSONL transcript (one message per line: `role`, `content`, optional `name`,
-/// `tool_calls`, `tool_call_id`). Messages get seq 1, 2, … in file order, `created_at` one minute apart from
-/// [`FIXTURE_START`], and a token count of 0 (count them with the caller's tokenizer).
+/// Loads an OpenAI-format JSONL transcript with somna-core's parser
+/// ([`somna_core::interchange::parse_line`], the same one `somna import` uses). Messages get seq
+/// 1, 2, … in file order, `created_at` one minute apart from [`FIXTURE_START`], and a token count
+/// of 0 (count them with the caller's tokenizer). Blank lines are skipped.
 pub fn load_jsonl(path: &Path) -> Result<Vec<Message>, FixtureError> {
     let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Io {
         path: path.to_path_buf(),
@@ -78,34 +51,16 @@ pub fn load_jsonl(path: &Path) -> Result<Vec<Message>, FixtureError> {
         if raw.trim().is_empty() {
             continue;
         }
-        let parse_error = |message: String| FixtureError::Parse {
+        let mut message = interchange::parse_line(raw).map_err(|e| FixtureError::Parse {
             path: path.to_path_buf(),
             line: i + 1,
-            message,
-        };
-        let line: Line = serde_json::from_str(raw).map_err(|e| parse_error(e.to_string()))?;
-        let role: Role = line.role.parse().map_err(parse_error)?;
+            message: e.to_string(),
+        })?;
         let seq = messages.len() as u64 + 1;
-        messages.push(Message {
-            seq,
-            role,
-            content: line.content.unwrap_or_default(),
-            name: line.name,
-            tool_calls: line
-                .tool_calls
-                .into_iter()
-                .map(|c| ToolCall {
-                    id: c.id,
-                    name: c.function.name,
-                    arguments: c.function.arguments,
-                })
-                .collect(),
-            tool_call_id: line.tool_call_id,
-            created_at: FIXTURE_START
-                .saturating_add(std::time::Duration::from_secs(60 * (seq - 1))),
-            tokens: 0,
-            kind: Default::default(),
-        });
+        message.seq = seq;
+        message.created_at =
+            FIXTURE_START.saturating_add(std::time::Duration::from_secs(60 * (seq - 1)));
+        messages.push(message);
     }
     Ok(messages)
 }
@@ -159,6 +114,7 @@ pub fn transcript_200_expect() -> Result<TranscriptExpect, FixtureError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use somna_core::Role;
 
     #[test]
     fn loads_the_200_turn_transcript() {

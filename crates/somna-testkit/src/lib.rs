@@ -1,4 +1,5 @@
-//! somna-testkit: test support shared by every Somna crate. Tests only; never a runtime dependency.
+//! somna-testkit: test support shared by every Somna crate. A dev-dependency of the crates' tests and
+//! of the root examples; never a runtime dependency.
 //!
 //! - [`stub`]: [`StubLlmServer`], a real OpenAI-compatible HTTP server on loopback with scripted replies and
 //!   faults on demand ([`Reply`]), recording every request ([`RecordedRequest`]).

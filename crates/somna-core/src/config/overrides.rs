@@ -79,7 +79,7 @@ pub(crate) fn apply_override(
         .parse::<Value>()
         .unwrap_or_else(|_| Value::String(raw.to_string()));
     let mut path = String::new();
-    set_in_table(root, &segments, value, &mut path).map_err(|reason| fail(key, reason))?;
+    set_in_table(root, &segments, value, &mut path).map_err(|e| fail(key, e.to_string()))?;
     source.mark_overridden(path);
     Ok(())
 }
@@ -141,14 +141,33 @@ fn parse_key_path(key: &str) -> Option<Vec<String>> {
     Some(segments)
 }
 
+/// Why a value could not be put at a key path; the path is as far as it resolved.
+#[derive(Debug, thiserror::Error)]
+enum PathError {
+    #[error("empty key path")]
+    Empty,
+    #[error("`{path}` has {len} entries, there is no index {index}")]
+    NoIndex {
+        path: String,
+        len: usize,
+        index: usize,
+    },
+    #[error("`{path}` has no entry with id `{id}`")]
+    NoId { path: String, id: String },
+    #[error("`{path}` does not exist")]
+    Missing { path: String },
+    #[error("`{path}` is a {kind}, not a table")]
+    NotATable { path: String, kind: &'static str },
+}
+
 fn set_in_table(
     table: &mut Table,
     segments: &[String],
     value: Value,
     path: &mut String,
-) -> Result<(), String> {
+) -> Result<(), PathError> {
     let Some((first, rest)) = segments.split_first() else {
-        return Err("empty key path".to_string());
+        return Err(PathError::Empty);
     };
     *path = join_key(path, first);
     if rest.is_empty() {
@@ -166,25 +185,29 @@ fn set_in_value(
     segments: &[String],
     value: Value,
     path: &mut String,
-) -> Result<(), String> {
+) -> Result<(), PathError> {
     match node {
         Value::Table(table) => set_in_table(table, segments, value, path),
         Value::Array(items) => {
             let Some((first, rest)) = segments.split_first() else {
-                return Err("empty key path".to_string());
+                return Err(PathError::Empty);
             };
             let index = match first.parse::<usize>() {
                 Ok(i) if i < items.len() => i,
                 Ok(i) => {
-                    return Err(format!(
-                        "`{path}` has {} entries, there is no index {i}",
-                        items.len()
-                    ));
+                    return Err(PathError::NoIndex {
+                        path: path.clone(),
+                        len: items.len(),
+                        index: i,
+                    });
                 }
                 Err(_) => items
                     .iter()
                     .position(|item| item.get("id").and_then(Value::as_str) == Some(first))
-                    .ok_or_else(|| format!("`{path}` has no entry with id `{first}`"))?,
+                    .ok_or_else(|| PathError::NoId {
+                        path: path.clone(),
+                        id: first.clone(),
+                    })?,
             };
             path.push_str(&format!("[{index}]"));
             match (rest.is_empty(), items.get_mut(index)) {
@@ -193,10 +216,13 @@ fn set_in_value(
                     Ok(())
                 }
                 (false, Some(item)) => set_in_value(item, rest, value, path),
-                (_, None) => Err(format!("`{path}` does not exist")),
+                (_, None) => Err(PathError::Missing { path: path.clone() }),
             }
         }
-        other => Err(format!("`{path}` is a {}, not a table", other.type_str())),
+        other => Err(PathError::NotATable {
+            path: path.clone(),
+            kind: other.type_str(),
+        }),
     }
 }
 
@@ -204,12 +230,16 @@ fn set_in_value(
 mod tests {
     use super::*;
 
-    fn apply(text: &str, spec: &str) -> Result<(Table, SourceMap), String> {
+    fn apply(text: &str, spec: &str) -> Result<(Table, SourceMap), OverrideError> {
         let mut table: Table = text.parse().unwrap();
         let mut source = SourceMap::default();
-        apply_override(&mut table, spec, &mut source)
-            .map(|()| (table, source))
-            .map_err(|e| format!("{}: {}", e.key, e.message))
+        apply_override(&mut table, spec, &mut source).map(|()| (table, source))
+    }
+
+    /// The error as `key: message`.
+    fn failure(text: &str, spec: &str) -> String {
+        let e = apply(text, spec).unwrap_err();
+        format!("{}: {}", e.key, e.message)
     }
 
     #[test]
@@ -273,22 +303,22 @@ mod tests {
     #[test]
     fn bad_targets_are_explained() {
         let text = "[llm]\nmodel = \"m\"\n[[agents]]\nid = \"smith\"\n";
-        let err = apply(text, "llm.model.name=x").unwrap_err();
+        let err = failure(text, "llm.model.name=x");
         assert_eq!(
             err,
             "llm.model.name: cannot apply override `llm.model.name=x`: `llm.model` is a string, not a table"
         );
-        let err = apply(text, "agents.bard.model=x").unwrap_err();
+        let err = failure(text, "agents.bard.model=x");
         assert!(
             err.contains("`agents` has no entry with id `bard`"),
             "{err}"
         );
-        let err = apply(text, "agents.3.model=x").unwrap_err();
+        let err = failure(text, "agents.3.model=x");
         assert!(
             err.contains("`agents` has 1 entries, there is no index 3"),
             "{err}"
         );
-        let err = apply(text, "llm.provider").unwrap_err();
+        let err = failure(text, "llm.provider");
         assert!(err.contains("expected `key.path=value`"), "{err}");
     }
 

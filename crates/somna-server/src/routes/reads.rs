@@ -188,7 +188,7 @@ pub(crate) async fn journal(state: State, req: HttpRequest) -> Reply {
     let time = |name: &str| {
         params
             .get(name)
-            .map(|v| parse_time(v, now).map_err(|e| ApiError::bad_param(name, e)))
+            .map(|v| parse_time(v, now).map_err(|e| ApiError::bad_param(name, e.to_string())))
             .transpose()
     };
     let since = time("since")?;

@@ -87,7 +87,7 @@ fn unknown_agents_are_errors_for_writes_and_counters() {
     let store = Store::temporary().unwrap();
     let id = agent("ghost");
     assert!(matches!(
-        store.append(&id, msg(0)),
+        store.append(&id, msg(0), NOW),
         Err(StoreError::UnknownAgent(_))
     ));
     assert!(matches!(

@@ -46,7 +46,7 @@ pub fn with_tokens(mut m: Message) -> Message {
 pub fn append_n(store: &Store, id: &AgentId, n: u64) -> Vec<Message> {
     let start = store.agent(id).unwrap().unwrap().next_seq;
     store
-        .append_batch(id, (start..start + n).map(msg).collect())
+        .append_batch(id, (start..start + n).map(msg).collect(), NOW)
         .unwrap()
 }
 

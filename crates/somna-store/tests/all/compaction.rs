@@ -111,7 +111,7 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     let plan = commit_for(&all[5..20], "planned before the masking", NOW);
     // Another writer masked message 12 after the plan was made.
     store
-        .commit_masking(&id, vec![masked_of(&all[12])])
+        .commit_masking(&id, vec![masked_of(&all[12])], NOW)
         .unwrap();
     let before = snapshot(&store, &id);
     let outcome = store.commit_compaction(&id, &plan).unwrap();
@@ -303,7 +303,10 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     let all = append_n(&store, &id, 10);
     let before = store.usage_tokens(&id).unwrap();
     let placeholders = vec![masked_of(&all[6]), masked_of(&all[2])];
-    let outcome = store.commit_masking(&id, placeholders.clone()).unwrap();
+    let masked_at = Timestamp(NOW.0 + 5_000);
+    let outcome = store
+        .commit_masking(&id, placeholders.clone(), masked_at)
+        .unwrap();
     assert!(
         matches!(outcome, CommitOutcome::Committed { summary_seq: 2, ref journal_ids, event_seq: 0 } if journal_ids.is_empty()),
         "{outcome:?}"
@@ -322,14 +325,18 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     assert_eq!(store.usage_tokens(&id).unwrap(), before - saved);
     let events = store.events(&id, 1).unwrap();
     assert!(
-        matches!(events[0].event, EventRecord::Masking { masked: 2, tokens_before, tokens_after, .. }
-            if tokens_before == before && tokens_after == before - saved)
+        matches!(events[0].event, EventRecord::Masking { at, masked: 2, tokens_before, tokens_after }
+            if at == masked_at && tokens_before == before && tokens_after == before - saved),
+        "the masking event is stamped with the caller's time: {:?}",
+        events[0].event
     );
     assert_clean(&store, &id);
 
     // Masking a placeholder again, or a message that is gone, is a conflict.
     let snap = snapshot(&store, &id);
-    let again = store.commit_masking(&id, vec![masked_of(&all[2])]).unwrap();
+    let again = store
+        .commit_masking(&id, vec![masked_of(&all[2])], NOW)
+        .unwrap();
     assert!(
         matches!(&again, CommitOutcome::Conflict { seq: 2, reason } if reason.contains("not a normal")),
         "{again:?}"
@@ -337,7 +344,7 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     let mut ghost = masked_of(&all[0]);
     ghost.seq = 99;
     let gone = store
-        .commit_masking(&id, vec![masked_of(&all[3]), ghost])
+        .commit_masking(&id, vec![masked_of(&all[3]), ghost], NOW)
         .unwrap();
     assert!(
         matches!(gone, CommitOutcome::Conflict { seq: 99, .. }),
@@ -345,7 +352,7 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     );
     assert_eq!(snapshot(&store, &id), snap);
     assert!(matches!(
-        store.commit_masking(&id, Vec::new()),
+        store.commit_masking(&id, Vec::new(), NOW),
         Err(StoreError::Invalid { .. })
     ));
 
@@ -355,7 +362,9 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
         .commit_compaction(&id, &commit_for(&history[..5], "five", NOW))
         .unwrap();
     let snap = snapshot(&store, &id);
-    let covered = store.commit_masking(&id, vec![masked_of(&all[4])]).unwrap();
+    let covered = store
+        .commit_masking(&id, vec![masked_of(&all[4])], NOW)
+        .unwrap();
     assert!(
         matches!(&covered, CommitOutcome::Conflict { seq: 4, reason } if reason.contains("covered by the summary at seq 0")),
         "{covered:?}"
@@ -363,7 +372,7 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     assert_eq!(snapshot(&store, &id), snap);
     assert_clean(&store, &id);
     assert!(matches!(
-        store.commit_masking(&id, vec![all[3].clone()]),
+        store.commit_masking(&id, vec![all[3].clone()], NOW),
         Err(StoreError::Invalid { .. })
     ));
 }
@@ -373,7 +382,7 @@ fn a_compaction_over_masked_placeholders_restores_them_on_undo() {
     let (store, id) = store_with_agent();
     let all = append_n(&store, &id, 20);
     store
-        .commit_masking(&id, vec![masked_of(&all[0]), masked_of(&all[4])])
+        .commit_masking(&id, vec![masked_of(&all[0]), masked_of(&all[4])], NOW)
         .unwrap();
     let masked_history = store.history(&id).unwrap();
     let archive_before = store.archive_range(&id, 0, usize::MAX).unwrap();

@@ -114,7 +114,7 @@ fn child_loop(dir: &Path, seed: u64) {
                 let batch: Vec<Message> = (0..rng.random_range(1..4u64))
                     .map(|i| with_tokens(Message::user(format!("acked {seed:x}-{op}-{i}")).at(NOW)))
                     .collect();
-                let stored = store.append_batch(&id, batch).unwrap();
+                let stored = store.append_batch(&id, batch, NOW).unwrap();
                 futures::executor::block_on(store.durable()).unwrap();
                 for m in stored {
                     println!("{ACK}{} {}", m.seq, m.content);
@@ -138,7 +138,9 @@ fn child_loop(dir: &Path, seed: u64) {
                 let normals: Vec<_> = history.iter().filter(|m| m.is_normal()).collect();
                 if !normals.is_empty() {
                     let target = normals[rng.random_range(0..normals.len())];
-                    store.commit_masking(&id, vec![masked_of(target)]).unwrap();
+                    store
+                        .commit_masking(&id, vec![masked_of(target)], NOW)
+                        .unwrap();
                 }
             }
             8 => {

@@ -13,7 +13,7 @@ pub fn scenario(store: &Store) -> (AgentId, AgentId) {
     store.create_agent(&npc, NOW).unwrap();
     let all = append_n(store, &npc, 30);
     store
-        .commit_masking(&npc, vec![masked_of(&all[3])])
+        .commit_masking(&npc, vec![masked_of(&all[3])], NOW)
         .unwrap();
     let history = store.history(&npc).unwrap();
     committed(store.commit_compaction(&npc, &commit_for(&history[..10], "first ten", NOW)));
@@ -150,7 +150,7 @@ fn layout_1_summaries_fold_and_undo_like_layout_2_ones() {
     });
     both("mask, compact, append", &|s| {
         let history = s.history(&npc).unwrap();
-        committed(s.commit_masking(&npc, vec![masked_of(&history[7])]));
+        committed(s.commit_masking(&npc, vec![masked_of(&history[7])], NOW));
         let history = s.history(&npc).unwrap();
         committed(s.commit_compaction(&npc, &commit_for(&history[2..20], "again", later)));
         append_n(s, &npc, 3);

@@ -10,17 +10,16 @@ fn append_assigns_seq_and_created_at_and_counts_tokens() {
     let (store, id) = store_with_agent();
     let given = Timestamp(1_234);
     let a = store
-        .append(&id, with_tokens(Message::user("hello")).at(given))
+        .append(&id, with_tokens(Message::user("hello")).at(given), NOW)
         .unwrap();
     let b = store
-        .append(&id, with_tokens(Message::assistant("hi there")))
+        .append(&id, with_tokens(Message::assistant("hi there")), NOW)
         .unwrap();
     assert_eq!((a.seq, b.seq), (0, 1));
     assert_eq!(a.created_at, given, "a set created_at is kept");
-    assert_ne!(
-        b.created_at,
-        Timestamp::ZERO,
-        "a zero created_at is stamped"
+    assert_eq!(
+        b.created_at, NOW,
+        "a zero created_at is stamped with the caller's time, not the wall clock"
     );
     assert_eq!(
         store.usage_tokens(&id).unwrap(),
@@ -42,7 +41,7 @@ fn append_batch_is_ordered_and_counted() {
     );
     let total: u64 = stored.iter().map(|m| u64::from(m.tokens)).sum();
     assert_eq!(store.usage_tokens(&id).unwrap(), total);
-    assert!(store.append_batch(&id, Vec::new()).unwrap().is_empty());
+    assert!(store.append_batch(&id, Vec::new(), NOW).unwrap().is_empty());
     assert_eq!(store.agent(&id).unwrap().unwrap().next_seq, 100);
     assert_clean(&store, &id);
 }
@@ -50,15 +49,15 @@ fn append_batch_is_ordered_and_counted() {
 #[test]
 fn only_normal_messages_can_be_appended() {
     let (store, id) = store_with_agent();
-    let original = store.append(&id, msg(0)).unwrap();
+    let original = store.append(&id, msg(0), NOW).unwrap();
     let placeholder = masked_of(&original);
     assert!(matches!(
-        store.append(&id, placeholder),
+        store.append(&id, placeholder, NOW),
         Err(StoreError::Invalid { what: "append", .. })
     ));
     let summary = summary_for(&[original], "x", NOW);
     assert!(matches!(
-        store.append(&id, summary),
+        store.append(&id, summary, NOW),
         Err(StoreError::Invalid { .. })
     ));
     assert_eq!(store.history(&id).unwrap().len(), 1);
@@ -127,7 +126,7 @@ fn concurrent_appends_keep_seqs_and_counters_consistent() {
         for _ in 0..4 {
             s.spawn(|| {
                 for i in 0..50 {
-                    store.append(&id, msg(i)).unwrap();
+                    store.append(&id, msg(i), NOW).unwrap();
                 }
             });
         }

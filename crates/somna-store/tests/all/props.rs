@@ -138,7 +138,7 @@ proptest! {
                             .collect();
                         chosen.sort_by_key(|m| m.seq);
                         chosen.dedup_by_key(|m| m.seq);
-                        let outcome = store.commit_masking(&id, chosen).unwrap();
+                        let outcome = store.commit_masking(&id, chosen, NOW).unwrap();
                         prop_assert!(matches!(outcome, CommitOutcome::Committed { .. }), "{:?}", outcome);
                     }
                 }
