@@ -23,7 +23,8 @@ use somna_runtime::{Clock, Compactor};
 use somna_store::{Store, UncompactOutcome};
 
 use crate::Invalid;
-use crate::cli::parse_overrides;
+use crate::backend::{Backend, JournalFilters};
+use crate::cli::{parse_overrides, parse_time};
 use crate::output::{self, Out};
 
 /// An opened local database with its config.
@@ -62,8 +63,66 @@ impl Local {
         ops::require_hosted(&self.store, id).map_err(|e| ops_error(id, e))
     }
 
+    /// Refuses an id with no record (`history`, `journal`).
+    fn require_agent(&self, id: &AgentId) -> Result<()> {
+        if self.store.agent(id)?.is_none() {
+            bail!("unknown agent \"{id}\" (see `somna agents`)");
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Local {
+    fn agents(&self) -> Result<()> {
+        self.out.agents(&self.store.agents()?);
+        Ok(())
+    }
+
+    fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
+        self.require_agent(id)?;
+        let messages = match (archive, limit) {
+            (true, _) => self.store.archive_range(id, 0, usize::MAX)?,
+            (false, Some(n)) => self.store.history_tail(id, n)?,
+            (false, None) => self.store.history(id)?,
+        };
+        let skip = limit.map_or(0, |n| messages.len().saturating_sub(n));
+        self.out.messages(&messages[skip..]);
+        Ok(())
+    }
+
+    fn journal(&self, id: &AgentId, filters: &JournalFilters) -> Result<()> {
+        self.require_agent(id)?;
+        let now = now();
+        let query = JournalQuery {
+            source_type: filters
+                .source
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| Invalid(format!("--source: {e}")))?,
+            tags: filters.tags.clone(),
+            min_importance: filters.min_importance,
+            since: filters
+                .since
+                .as_deref()
+                .map(|s| parse_time(s, now))
+                .transpose()
+                .map_err(|e| Invalid(format!("--since: {e}")))?,
+            until: filters
+                .until
+                .as_deref()
+                .map(|s| parse_time(s, now))
+                .transpose()
+                .map_err(|e| Invalid(format!("--until: {e}")))?,
+            before_id: None,
+            limit: filters.limit,
+        };
+        self.out.journal(&self.store.query_journal(id, &query)?);
+        Ok(())
+    }
+
     /// Creates the agent's record with run-time `changes` over the config (validated first).
-    pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+    fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
         let overrides = parse_overrides(changes)?;
         let config = self.ops().create(id, overrides).map_err(|e| match e {
             OpsError::Retired(_) => {
@@ -82,7 +141,7 @@ impl Local {
     }
 
     /// Retires the agent: `somna run` no longer hosts it; nothing is deleted.
-    pub fn delete(&self, id: &AgentId) -> Result<()> {
+    fn delete(&self, id: &AgentId) -> Result<()> {
         self.ops().retire(id).map_err(|e| ops_error(id, e))?;
         self.store.flush()?;
         if self.out.is_json() {
@@ -94,14 +153,14 @@ impl Local {
         Ok(())
     }
 
-    pub fn status(&self, id: &AgentId) -> Result<()> {
+    fn status(&self, id: &AgentId) -> Result<()> {
         self.agent_config(id)?;
         let status = self.agent(id)?.status()?;
         self.out.status(&status);
         Ok(())
     }
 
-    pub fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+    fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         agent.inbound(input).map_err(|e| match e {
@@ -121,7 +180,7 @@ impl Local {
     }
 
     /// Compacts now; an error (exit 1) after the outcome is printed when the compaction failed.
-    pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+    fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.compact(force).context("the agent is busy")?;
@@ -142,7 +201,7 @@ impl Local {
     }
 
     /// Sleeps now; an error (exit 1) after the result is printed when any step failed.
-    pub fn sleep(&self, id: &AgentId) -> Result<()> {
+    fn sleep(&self, id: &AgentId) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
         let job = agent.sleep().context("the agent is busy")?;
@@ -161,7 +220,7 @@ impl Local {
         }
     }
 
-    pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
+    fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
         match self
             .ops()
             .uncompact(id, seq)
@@ -183,7 +242,7 @@ a later one must wait until that one is undone)"
         }
     }
 
-    pub fn configure(&self, id: &AgentId, pairs: &[String]) -> Result<()> {
+    fn configure(&self, id: &AgentId, pairs: &[String]) -> Result<()> {
         let changes = parse_overrides(pairs)?;
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
@@ -195,21 +254,21 @@ a later one must wait until that one is undone)"
         Ok(())
     }
 
-    pub fn search(&self, id: &AgentId, query: &str, k: usize) -> Result<()> {
+    fn search(&self, id: &AgentId, query: &str, k: usize) -> Result<()> {
         self.agent_config(id)?;
         let hits = prompt::search_archive(&self.store, id, query, k)?;
         self.out.messages(&hits);
         Ok(())
     }
 
-    pub fn facts(&self, id: &AgentId) -> Result<()> {
+    fn facts(&self, id: &AgentId) -> Result<()> {
         self.agent_config(id)?;
         let facts = self.store.facts(id)?;
         self.out.facts(&facts, &facts);
         Ok(())
     }
 
-    pub fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
+    fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
         self.agent_config(id)?;
         let events: Vec<EventRecord> = self
             .store
@@ -220,7 +279,9 @@ a later one must wait until that one is undone)"
         self.out.events(&events, &events);
         Ok(())
     }
+}
 
+impl Local {
     /// Prints exactly the messages the agent's next LLM call would receive for `input`.
     pub fn prompt(&self, id: &AgentId, input: &str) -> Result<()> {
         let config = self.agent_config(id)?;

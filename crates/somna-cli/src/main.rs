@@ -1,11 +1,13 @@
 //! The `somna` command: thin glue. It parses arguments, loads runtime.toml, and calls the library
-//! crates; every operation it offers is a library function. With `--server URL` the agent commands
-//! go to a running server's HTTP API instead (`remote`); `somna run --serve` runs that server.
+//! crates; every operation it offers is a library function. The agent commands go through one
+//! [`backend::Backend`]: the local database (`local`) or, with `--server URL`, a running server's
+//! HTTP API (`remote`); `somna run --serve` runs that server.
 //!
 //! Exit codes: 0 success, 1 failure (a `compact` or `sleep` that failed included), 2 invalid
 //! arguments or configuration (locally — a config file that is missing, unreadable or not UTF-8
 //! included — or input the server refused as invalid: `bad_request`, `invalid_config`, …).
 
+mod backend;
 mod cli;
 mod local;
 mod output;
@@ -19,13 +21,15 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
+use somna_core::AgentId;
 use somna_core::config::{ResolvedConfig, RuntimeConfig};
-use somna_core::{AgentId, JournalQuery, Timestamp};
 use somna_store::{Store, StoreError, StoreOptions};
 
+use backend::{Backend, JournalFilters};
 use cli::{AgentCommand, Cli, Command};
+use local::Local;
 use output::Out;
-use remote::{ApiFailure, JournalFilters, Remote};
+use remote::{ApiFailure, Remote};
 
 /// Exit code for invalid configuration or arguments.
 const EXIT_INVALID: u8 = 2;
@@ -95,20 +99,15 @@ fn init_tracing(verbose: u8) {
 
 fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
     let out = Out::new(cli.json);
-    if let Some(url) = cli.server.as_deref() {
-        match local_only(&cli.command) {
-            None => {
-                let token = std::env::var(somna_server::TOKEN_ENV).ok();
-                remote_op(&Remote::new(url, token, out)?, &cli.command)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            Some(name) if server_explicit => return Err(local_only_error(name).into()),
-            Some(name) => {
-                tracing::debug!(
-                    "`somna {name}` works on a local database only; SOMNA_SERVER is ignored"
-                );
-            }
+    let mut server = cli.server.as_deref();
+    if server.is_some()
+        && let Some(name) = local_only(&cli.command)
+    {
+        if server_explicit {
+            return Err(local_only_error(name).into());
         }
+        tracing::debug!("`somna {name}` works on a local database only; SOMNA_SERVER is ignored");
+        server = None;
     }
     match &cli.command {
         Command::Run {
@@ -173,83 +172,53 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             let path = path.clone().unwrap_or_else(|| cli.config.clone());
             check_config(&path, &cli.set, &out)
         }
-        Command::Agent(op) => {
-            let create = matches!(
-                op,
-                AgentCommand::Import { .. } | AgentCommand::Create { .. }
-            );
-            let (config, store) = open_or_create(&cli, create)?;
-            let local = local::Local { config, store, out };
-            agent_op(&local, op)?;
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Stats => {
             let (config, store) = open(&cli)?;
-            local::Local { config, store, out }.stats()?;
+            Local { config, store, out }.stats()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => {
             let (config, store) = open(&cli)?;
-            local::Local { config, store, out }.check()?;
+            Local { config, store, out }.check()?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Agents => {
-            let (_, store) = open(&cli)?;
-            out.agents(&store.agents()?);
+        Command::Agent(AgentCommand::Prompt { agent, input }) => {
+            let (config, store) = open(&cli)?;
+            Local { config, store, out }.prompt(&agent_id(agent)?, input)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::History {
+        Command::Agent(AgentCommand::Import { agent, file, quiet }) => {
+            let (config, store) = open_or_create(&cli, true)?;
+            Local { config, store, out }.import(&agent_id(agent)?, file, *quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Agent(AgentCommand::Export {
             agent,
-            limit,
-            archive,
-        } => {
-            let (_, store) = open(&cli)?;
-            let id = agent_id(agent)?;
-            require_agent(&store, &id)?;
-            let messages = match (*archive, *limit) {
-                (true, _) => store.archive_range(&id, 0, usize::MAX)?,
-                (false, Some(n)) => store.history_tail(&id, n)?,
-                (false, None) => store.history(&id)?,
-            };
-            let skip = limit.map_or(0, |n| messages.len().saturating_sub(n));
-            out.messages(&messages[skip..]);
+            openai,
+            out: path,
+        }) => {
+            let (config, store) = open(&cli)?;
+            export(
+                &Local { config, store, out },
+                &agent_id(agent)?,
+                *openai,
+                path.as_deref(),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Journal {
-            agent,
-            source,
-            tag,
-            since,
-            until,
-            min_importance,
-            limit,
-        } => {
-            let (_, store) = open(&cli)?;
-            let id = agent_id(agent)?;
-            require_agent(&store, &id)?;
-            let now = Timestamp::from_system_time(std::time::SystemTime::now());
-            let query = JournalQuery {
-                source_type: source
-                    .as_deref()
-                    .map(str::parse)
-                    .transpose()
-                    .map_err(|e| Invalid(format!("--source: {e}")))?,
-                tags: tag.clone(),
-                min_importance: *min_importance,
-                since: since
-                    .as_deref()
-                    .map(|s| cli::parse_time(s, now))
-                    .transpose()
-                    .map_err(|e| Invalid(format!("--since: {e}")))?,
-                until: until
-                    .as_deref()
-                    .map(|s| cli::parse_time(s, now))
-                    .transpose()
-                    .map_err(|e| Invalid(format!("--until: {e}")))?,
-                before_id: None,
-                limit: *limit,
+        command => {
+            let backend: Box<dyn Backend> = match server {
+                Some(url) => {
+                    let token = std::env::var(somna_server::TOKEN_ENV).ok();
+                    Box::new(Remote::new(url, token, out)?)
+                }
+                None => {
+                    let create = matches!(command, Command::Agent(AgentCommand::Create { .. }));
+                    let (config, store) = open_or_create(&cli, create)?;
+                    Box::new(Local { config, store, out })
+                }
             };
-            out.journal(&store.query_journal(&id, &query)?);
+            dispatch(backend.as_ref(), command)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -276,15 +245,15 @@ a database a server holds open can be used locally once the server stops)"
     ))
 }
 
-/// Runs a command against a server.
-fn remote_op(remote: &Remote, command: &Command) -> Result<()> {
+/// Runs an agent command on a backend, local or remote: the one dispatch of the agent commands.
+fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
     match command {
-        Command::Agents => remote.agents(),
+        Command::Agents => backend.agents(),
         Command::History {
             agent,
             limit,
             archive,
-        } => remote.history(&agent_id(agent)?, *limit, *archive),
+        } => backend.history(&agent_id(agent)?, *limit, *archive),
         Command::Journal {
             agent,
             source,
@@ -293,7 +262,7 @@ fn remote_op(remote: &Remote, command: &Command) -> Result<()> {
             until,
             min_importance,
             limit,
-        } => remote.journal(
+        } => backend.journal(
             &agent_id(agent)?,
             &JournalFilters {
                 source: source.clone(),
@@ -305,92 +274,62 @@ fn remote_op(remote: &Remote, command: &Command) -> Result<()> {
             },
         ),
         Command::Agent(op) => match op {
-            AgentCommand::Create { agent, changes } => remote.create(&agent_id(agent)?, changes),
-            AgentCommand::Delete { agent } => remote.delete(&agent_id(agent)?),
-            AgentCommand::Status { agent } => remote.status(&agent_id(agent)?),
+            AgentCommand::Create { agent, changes } => backend.create(&agent_id(agent)?, changes),
+            AgentCommand::Delete { agent } => backend.delete(&agent_id(agent)?),
+            AgentCommand::Status { agent } => backend.status(&agent_id(agent)?),
             AgentCommand::Send {
                 agent,
                 text,
                 from,
                 observation,
-            } => remote.send(
+            } => backend.send(
                 &agent_id(agent)?,
-                &cli::user_input(text.clone(), from.clone(), *observation),
+                cli::user_input(text.clone(), from.clone(), *observation),
             ),
-            AgentCommand::Compact { agent, force } => remote.compact(&agent_id(agent)?, *force),
-            AgentCommand::Sleep { agent } => remote.sleep(&agent_id(agent)?),
-            AgentCommand::Uncompact { agent, seq } => remote.uncompact(&agent_id(agent)?, *seq),
+            AgentCommand::Compact { agent, force } => backend.compact(&agent_id(agent)?, *force),
+            AgentCommand::Sleep { agent } => backend.sleep(&agent_id(agent)?),
+            AgentCommand::Uncompact { agent, seq } => backend.uncompact(&agent_id(agent)?, *seq),
             AgentCommand::Configure { agent, changes } => {
-                remote.configure(&agent_id(agent)?, changes)
+                backend.configure(&agent_id(agent)?, changes)
             }
             AgentCommand::Search {
                 agent,
                 query,
                 limit,
-            } => remote.search(&agent_id(agent)?, query, *limit),
-            AgentCommand::Facts { agent } => remote.facts(&agent_id(agent)?),
-            AgentCommand::Events { agent, limit } => remote.events(&agent_id(agent)?, *limit),
-            AgentCommand::Prompt { .. } => Err(local_only_error("prompt").into()),
-            AgentCommand::Import { .. } => Err(local_only_error("import").into()),
-            AgentCommand::Export { .. } => Err(local_only_error("export").into()),
+            } => backend.search(&agent_id(agent)?, query, *limit),
+            AgentCommand::Facts { agent } => backend.facts(&agent_id(agent)?),
+            AgentCommand::Events { agent, limit } => backend.events(&agent_id(agent)?, *limit),
+            AgentCommand::Prompt { .. }
+            | AgentCommand::Import { .. }
+            | AgentCommand::Export { .. } => {
+                Err(local_only_error(local_only(command).unwrap_or("this command")).into())
+            }
         },
-        Command::Run { .. } => Err(local_only_error("run").into()),
-        Command::CheckConfig { .. } => Err(local_only_error("check-config").into()),
-        Command::Stats => Err(local_only_error("stats").into()),
-        Command::Check => Err(local_only_error("check").into()),
+        // Handled in `run` before a backend is chosen.
+        Command::Run { .. } | Command::CheckConfig { .. } | Command::Stats | Command::Check => {
+            Err(local_only_error(local_only(command).unwrap_or("this command")).into())
+        }
     }
 }
 
-/// Runs one agent operation on the local database.
-fn agent_op(local: &local::Local, op: &AgentCommand) -> Result<()> {
-    match op {
-        AgentCommand::Create { agent, changes } => local.create(&agent_id(agent)?, changes),
-        AgentCommand::Delete { agent } => local.delete(&agent_id(agent)?),
-        AgentCommand::Status { agent } => local.status(&agent_id(agent)?),
-        AgentCommand::Send {
-            agent,
-            text,
-            from,
-            observation,
-        } => local.send(
-            &agent_id(agent)?,
-            cli::user_input(text.clone(), from.clone(), *observation),
-        ),
-        AgentCommand::Compact { agent, force } => local.compact(&agent_id(agent)?, *force),
-        AgentCommand::Sleep { agent } => local.sleep(&agent_id(agent)?),
-        AgentCommand::Uncompact { agent, seq } => local.uncompact(&agent_id(agent)?, *seq),
-        AgentCommand::Configure { agent, changes } => local.configure(&agent_id(agent)?, changes),
-        AgentCommand::Search {
-            agent,
-            query,
-            limit,
-        } => local.search(&agent_id(agent)?, query, *limit),
-        AgentCommand::Facts { agent } => local.facts(&agent_id(agent)?),
-        AgentCommand::Events { agent, limit } => local.events(&agent_id(agent)?, *limit),
-        AgentCommand::Prompt { agent, input } => local.prompt(&agent_id(agent)?, input),
-        AgentCommand::Import { agent, file, quiet } => {
-            local.import(&agent_id(agent)?, file, *quiet)
+/// `somna export`: to `path`, or to standard output.
+fn export(local: &Local, id: &AgentId, openai: bool, path: Option<&Path>) -> Result<()> {
+    match path {
+        Some(path) => {
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            );
+            local.export(id, openai, &mut f)?;
+            std::io::Write::flush(&mut f)?;
+            Ok(())
         }
-        AgentCommand::Export { agent, openai, out } => {
-            let id = agent_id(agent)?;
-            match out {
-                Some(path) => {
-                    let mut f = std::io::BufWriter::new(
-                        std::fs::File::create(path)
-                            .with_context(|| format!("cannot create {}", path.display()))?,
-                    );
-                    local.export(&id, *openai, &mut f)?;
-                    std::io::Write::flush(&mut f)?;
-                    Ok(())
-                }
-                None => {
-                    let stdout = std::io::stdout();
-                    let mut lock = std::io::BufWriter::new(stdout.lock());
-                    local.export(&id, *openai, &mut lock)?;
-                    std::io::Write::flush(&mut lock)?;
-                    Ok(())
-                }
-            }
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = std::io::BufWriter::new(stdout.lock());
+            local.export(id, openai, &mut lock)?;
+            std::io::Write::flush(&mut lock)?;
+            Ok(())
         }
     }
 }
@@ -500,9 +439,125 @@ fn agent_id(s: &str) -> Result<AgentId> {
     AgentId::new(s).map_err(|e| Invalid(e.to_string()).into())
 }
 
-fn require_agent(store: &Store, id: &AgentId) -> Result<()> {
-    if store.agent(id)?.is_none() {
-        bail!("unknown agent \"{id}\" (see `somna agents`)");
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use clap::Parser;
+
+    use super::*;
+    use somna_runtime::agent::Inbound;
+
+    /// A backend that records which method ran with which arguments.
+    #[derive(Default)]
+    struct Recorder(RefCell<Vec<String>>);
+
+    impl Recorder {
+        fn note(&self, call: String) -> Result<()> {
+            self.0.borrow_mut().push(call);
+            Ok(())
+        }
     }
-    Ok(())
+
+    impl Backend for Recorder {
+        fn agents(&self) -> Result<()> {
+            self.note("agents".into())
+        }
+        fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
+            self.note(format!("history {id} {limit:?} {archive}"))
+        }
+        fn journal(&self, id: &AgentId, f: &JournalFilters) -> Result<()> {
+            self.note(format!(
+                "journal {id} {:?} {:?} {:?} {:?} {:?} {:?}",
+                f.source, f.tags, f.since, f.until, f.min_importance, f.limit
+            ))
+        }
+        fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+            self.note(format!("create {id} {changes:?}"))
+        }
+        fn delete(&self, id: &AgentId) -> Result<()> {
+            self.note(format!("delete {id}"))
+        }
+        fn status(&self, id: &AgentId) -> Result<()> {
+            self.note(format!("status {id}"))
+        }
+        fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+            self.note(format!("send {id} {}", serde_json::to_string(&input)?))
+        }
+        fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+            self.note(format!("compact {id} {force}"))
+        }
+        fn sleep(&self, id: &AgentId) -> Result<()> {
+            self.note(format!("sleep {id}"))
+        }
+        fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
+            self.note(format!("uncompact {id} {seq}"))
+        }
+        fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+            self.note(format!("configure {id} {changes:?}"))
+        }
+        fn search(&self, id: &AgentId, query: &str, limit: usize) -> Result<()> {
+            self.note(format!("search {id} {query} {limit}"))
+        }
+        fn facts(&self, id: &AgentId) -> Result<()> {
+            self.note(format!("facts {id}"))
+        }
+        fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
+            self.note(format!("events {id} {limit}"))
+        }
+    }
+
+    fn dispatched(args: &[&str]) -> Result<Vec<String>> {
+        let cli = Cli::try_parse_from(std::iter::once("somna").chain(args.iter().copied()))?;
+        let recorder = Recorder::default();
+        dispatch(&recorder, &cli.command)?;
+        Ok(recorder.0.into_inner())
+    }
+
+    #[test]
+    fn one_dispatch_passes_each_command_to_its_backend_method() -> Result<()> {
+        assert_eq!(dispatched(&["agents"])?, ["agents"]);
+        assert_eq!(
+            dispatched(&["history", "ada", "--limit", "3", "--archive"])?,
+            ["history ada Some(3) true"]
+        );
+        assert_eq!(
+            dispatched(&[
+                "journal", "ada", "--tag", "a", "--tag", "b", "--since", "1d"
+            ])?,
+            ["journal ada None [\"a\", \"b\"] Some(\"1d\") None None None"]
+        );
+        assert_eq!(
+            dispatched(&["compact", "ada", "--force"])?,
+            ["compact ada true"]
+        );
+        assert_eq!(dispatched(&["uncompact", "ada", "7"])?, ["uncompact ada 7"]);
+        assert_eq!(
+            dispatched(&["configure", "ada", "persona=hi"])?,
+            ["configure ada [\"persona=hi\"]"]
+        );
+        let sent = dispatched(&["send", "ada", "hello", "--observation"])?;
+        assert_eq!(sent.len(), 1);
+        assert!(
+            sent[0].starts_with("send ada ") && sent[0].contains("hello"),
+            "{sent:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_agent_ids_and_local_only_commands_are_invalid_without_a_backend_call() -> Result<()> {
+        for args in [
+            &["status", "no/slash"][..],
+            &["stats"],
+            &["prompt", "ada", "--input", "hi"],
+        ] {
+            let cli = Cli::try_parse_from(std::iter::once("somna").chain(args.iter().copied()))?;
+            let recorder = Recorder::default();
+            let err = dispatch(&recorder, &cli.command).expect_err("refused");
+            assert!(err.downcast_ref::<Invalid>().is_some(), "{args:?}: {err:#}");
+            assert!(recorder.0.borrow().is_empty(), "{args:?}");
+        }
+        Ok(())
+    }
 }

@@ -19,24 +19,13 @@ use somna_runtime::AgentStatus;
 use somna_runtime::agent::Inbound;
 
 use crate::Invalid;
+use crate::backend::{Backend, JournalFilters};
 use crate::output::{self, AgentListView, Out};
 
 /// The largest page the API serves (history, archive, journal).
 const PAGE: usize = 1000;
 /// How long to wait for the server to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The journal filters of `somna journal`, passed through to the API as they were typed.
-#[derive(Debug, Default)]
-pub struct JournalFilters {
-    pub source: Option<String>,
-    pub tags: Vec<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-    pub min_importance: Option<u8>,
-    /// At most this many entries (all when `None`).
-    pub limit: Option<usize>,
-}
 
 /// An error answer of the API: `{"error": {"code", "message", "fields"?}}`.
 #[derive(Debug)]
@@ -230,15 +219,17 @@ impl Remote {
         }
         Ok(())
     }
+}
 
+impl Backend for Remote {
     /// `GET /v1/agents?include_retired=true`.
-    pub fn agents(&self) -> Result<()> {
+    fn agents(&self) -> Result<()> {
         let list = self.get("/v1/agents", &[("include_retired", "true".into())])?;
         self.print(&list, |l: AgentListView| self.out.hosted_agents(&l))
     }
 
     /// `POST /v1/agents` with the run-time changes.
-    pub fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+    fn create(&self, id: &AgentId, changes: &[String]) -> Result<()> {
         let overrides = crate::cli::parse_overrides(changes)?;
         let body = json!({ "id": id, "config": compact_json(serde_json::to_value(&overrides)?) });
         let answer = self.post("/v1/agents", &body)?;
@@ -253,7 +244,7 @@ impl Remote {
     }
 
     /// `DELETE /v1/agents/{id}`.
-    pub fn delete(&self, id: &AgentId) -> Result<()> {
+    fn delete(&self, id: &AgentId) -> Result<()> {
         let answer = self.call(Method::DELETE, &agent_path(id, ""), &[], None)?;
         if self.out.is_json() {
             self.out.value(&answer);
@@ -264,14 +255,14 @@ impl Remote {
     }
 
     /// `GET /v1/agents/{id}`.
-    pub fn status(&self, id: &AgentId) -> Result<()> {
+    fn status(&self, id: &AgentId) -> Result<()> {
         let status = self.get(&agent_path(id, ""), &[])?;
         self.print(&status, |s: AgentStatus| self.out.status_text(&s))
     }
 
     /// `POST /v1/agents/{id}/input`.
-    pub fn send(&self, id: &AgentId, input: &Inbound) -> Result<()> {
-        let answer = self.post(&agent_path(id, "/input"), &serde_json::to_value(input)?)?;
+    fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+        let answer = self.post(&agent_path(id, "/input"), &serde_json::to_value(&input)?)?;
         if self.out.is_json() {
             self.out.value(&answer);
         } else {
@@ -281,7 +272,7 @@ impl Remote {
     }
 
     /// `POST /v1/agents/{id}/compact`; an error (exit 1) after the outcome when it failed.
-    pub fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
+    fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
         let outcome = self.post(&agent_path(id, "/compact"), &json!({ "force": force }))?;
         self.out.compaction(&outcome);
         match output::compaction_failure(&outcome) {
@@ -291,7 +282,7 @@ impl Remote {
     }
 
     /// `POST /v1/agents/{id}/sleep`; an error (exit 1) after the result when a step failed.
-    pub fn sleep(&self, id: &AgentId) -> Result<()> {
+    fn sleep(&self, id: &AgentId) -> Result<()> {
         let result = self.call(Method::POST, &agent_path(id, "/sleep"), &[], None)?;
         self.out.slept(&result);
         match output::sleep_failure(&result) {
@@ -301,7 +292,7 @@ impl Remote {
     }
 
     /// `POST /v1/agents/{id}/uncompact`.
-    pub fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
+    fn uncompact(&self, id: &AgentId, seq: u64) -> Result<()> {
         let answer = self.post(
             &agent_path(id, "/uncompact"),
             &json!({ "summary_seq": seq }),
@@ -312,7 +303,7 @@ impl Remote {
     }
 
     /// `PATCH /v1/agents/{id}/config`.
-    pub fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
+    fn configure(&self, id: &AgentId, changes: &[String]) -> Result<()> {
         let overrides = crate::cli::parse_overrides(changes)?;
         let answer = self.call(
             Method::PATCH,
@@ -327,7 +318,7 @@ impl Remote {
     }
 
     /// Every page of `GET /v1/agents/{id}/history` (or `/archive`); the last `limit` messages.
-    pub fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
+    fn history(&self, id: &AgentId, limit: Option<usize>, archive: bool) -> Result<()> {
         let path = agent_path(id, if archive { "/archive" } else { "/history" });
         let mut messages: Vec<Value> = Vec::new();
         let mut from = 0u64;
@@ -359,7 +350,7 @@ impl Remote {
     }
 
     /// `GET /v1/agents/{id}/journal`, page after page until `limit` entries (or the last page).
-    pub fn journal(&self, id: &AgentId, filters: &JournalFilters) -> Result<()> {
+    fn journal(&self, id: &AgentId, filters: &JournalFilters) -> Result<()> {
         let path = agent_path(id, "/journal");
         let mut query: Vec<(&str, String)> = Vec::new();
         if let Some(s) = &filters.source {
@@ -412,7 +403,7 @@ impl Remote {
     }
 
     /// `GET /v1/agents/{id}/archive/search`.
-    pub fn search(&self, id: &AgentId, query: &str, limit: usize) -> Result<()> {
+    fn search(&self, id: &AgentId, query: &str, limit: usize) -> Result<()> {
         let answer = self.get(
             &agent_path(id, "/archive/search"),
             &[("q", query.to_string()), ("limit", limit.to_string())],
@@ -428,7 +419,7 @@ impl Remote {
     }
 
     /// `GET /v1/agents/{id}/facts`.
-    pub fn facts(&self, id: &AgentId) -> Result<()> {
+    fn facts(&self, id: &AgentId) -> Result<()> {
         let answer = self.get(&agent_path(id, "/facts"), &[])?;
         let facts: Vec<Fact> = serde_json::from_value(answer["facts"].clone())
             .context("the server's facts have an unexpected shape")?;
@@ -437,7 +428,7 @@ impl Remote {
     }
 
     /// `GET /v1/agents/{id}/events`.
-    pub fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
+    fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
         let answer = self.get(&agent_path(id, "/events"), &[("limit", limit.to_string())])?;
         let events: Vec<EventRecord> = answer["events"]
             .as_array()
