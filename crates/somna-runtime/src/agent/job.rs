@@ -1,0 +1,562 @@
+//! The job runner: [`Job`]s are the work that waits on the LLM (the step, compactions, sleep),
+//! run as spawned futures with their own copies of what they need (`JobContext`), reporting
+//! back a [`JobOutcome`]. Sleep's steps are in `sleep.rs`.
+
+use somna_core::config::AgentConfig;
+use somna_core::message::Message;
+use somna_core::record::Trigger;
+use somna_core::tokens::{Calibration, Observation, TokenCounter};
+use somna_core::usage::{Usage, calibration_factor};
+use somna_core::{AgentId, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_llm::prompts;
+use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
+use somna_store::StoreError;
+
+use super::{AgentDeps, MAX_TOOL_ROUNDS, REPLY_MAX_TOKENS};
+use crate::compactor::{CompactError, CompactRequest, CompactionOutcome};
+use crate::events::Event;
+use crate::prompt::{self, WorkingContext};
+use crate::tools;
+
+/// Work that waits on the LLM; runs as a spawned future.
+#[derive(Debug)]
+pub struct Job {
+    pub kind: JobKind,
+    pub(super) ctx: JobContext,
+}
+
+/// What a job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// The tick's emergency compaction, then the step if a reply is owed.
+    Emergency { then_step: bool },
+    /// Score observations, then reply if a reply is owed.
+    Step,
+    /// Consolidation, reflection, then compaction at the sleep threshold.
+    Sleep,
+    /// A compaction asked for through the API (`force` = manual, ignoring thresholds).
+    Compact { force: bool },
+}
+
+/// A job's own copies of what it needs, so it runs without borrowing the agent.
+#[derive(Debug, Clone)]
+pub(super) struct JobContext {
+    pub(super) id: AgentId,
+    pub(super) config: AgentConfig,
+    pub(super) counter: TokenCounter,
+    pub(super) deps: AgentDeps,
+    pub(super) calibration: Calibration,
+    pub(super) importance_since_reflection: u64,
+    pub(super) observations: Vec<String>,
+    pub(super) needs_reply: bool,
+    /// Prompt tokens outside history (persona + working context), as the usage check counts them.
+    pub(super) fixed_tokens: u64,
+}
+
+/// Why a job failed. Reported as text (its `Display`) in the outcome's `error`, which becomes an
+/// `Event::Error` and, for a sleep, the `SleepResult`.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The chat call of a step failed.
+    #[error("LLM: {0}")]
+    Llm(#[from] LlmError),
+    /// The compaction engine failed (not a failed compaction, which is an outcome).
+    #[error(transparent)]
+    Compact(#[from] CompactError),
+    /// A compaction ran and failed; the reason is the outcome's.
+    #[error("{0}")]
+    CompactionFailed(String),
+    /// The model answered with neither text nor tool calls.
+    #[error("LLM: the reply was empty")]
+    EmptyReply,
+    /// The model's tool-call arguments are larger than the reply cap.
+    #[error(
+        "LLM: the tool calls' arguments take {tokens} tokens, over the reply cap of {cap} \
+         (max_tokens)"
+    )]
+    ArgumentsTooLarge { tokens: u64, cap: u32 },
+    /// The consolidation's LLM call failed; the entries are left for the next sleep.
+    #[error("LLM: {0}; the entries stay for the next sleep")]
+    ConsolidationLlm(LlmError),
+    /// The consolidation's reply could not be read; the entries are left for the next sleep.
+    #[error(
+        "the reply has no `- fact` lines and is not {no_facts}; {entries} entries stay for the \
+         next sleep (reply: {reply:?})",
+        no_facts = super::NO_FACTS
+    )]
+    UnreadableConsolidation {
+        /// Entries left unconsolidated.
+        entries: usize,
+        /// The start of the reply.
+        reply: String,
+    },
+    /// Steps of a sleep failed (each was tried; what failed is left for the next sleep).
+    #[error("{}", join_failures(.0))]
+    Sleep(Vec<SleepFailure>),
+}
+
+impl JobError {
+    /// Retrying cannot fix it (a permanent LLM error of the step's chat call).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, JobError::Llm(e) if e.is_permanent())
+    }
+}
+
+/// One failed step of a sleep.
+#[derive(Debug, thiserror::Error)]
+pub enum SleepFailure {
+    #[error("consolidation failed: {0}")]
+    Consolidation(JobError),
+    #[error("reflection failed: {0}")]
+    Reflection(JobError),
+    #[error("compaction failed: {0}")]
+    Compaction(JobError),
+}
+
+fn join_failures(failures: &[SleepFailure]) -> String {
+    failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// What a job did, handed back to the agent.
+#[derive(Debug, Default)]
+pub struct JobOutcome {
+    pub compaction: Option<CompactionOutcome>,
+    pub replied: bool,
+    /// Host tool calls to hand over: (call id, name, arguments). The agent registers them, then
+    /// emits the events, so a host that answers at once finds the call pending.
+    pub pending_tools: Vec<(String, String, String)>,
+    pub error: Option<String>,
+    pub calibration: Option<Calibration>,
+    pub working_tokens: Option<u64>,
+    pub importance_added: u64,
+    pub reflected: bool,
+    /// `error` is one that retrying cannot fix (a permanent LLM error): the turn fails at once.
+    pub permanent: bool,
+    /// The step used all of [`MAX_TOOL_ROUNDS`] without a final reply.
+    pub tool_rounds_exhausted: bool,
+}
+
+impl Job {
+    /// Runs the job to completion. Store errors are reported in the outcome, never panics.
+    pub async fn run(self) -> JobOutcome {
+        let mut out = JobOutcome::default();
+        let ctx = self.ctx;
+        let result = match self.kind {
+            JobKind::Emergency { then_step } => {
+                let r = ctx.compact(Trigger::Emergency, &mut out).await;
+                if r.is_ok() && then_step {
+                    ctx.step(&mut out).await
+                } else {
+                    r
+                }
+            }
+            JobKind::Step => ctx.step(&mut out).await,
+            JobKind::Sleep => ctx.sleep(&mut out).await,
+            JobKind::Compact { force } => {
+                let trigger = if force {
+                    Trigger::Manual
+                } else {
+                    Trigger::Sleep
+                };
+                ctx.compact(trigger, &mut out).await
+            }
+        };
+        if let Err(e) = result {
+            // The one place a job's error becomes text (for `Event::Error` and `SleepResult`).
+            out.permanent = e.is_permanent();
+            out.error = Some(e.to_string());
+        }
+        out
+    }
+}
+
+impl JobContext {
+    pub(super) fn now(&self) -> Timestamp {
+        self.deps.clock.now()
+    }
+
+    pub(super) fn emit(&self, event: Event) {
+        self.deps.events.emit(self.now(), event);
+    }
+
+    fn append(&self, mut m: Message) -> Result<Message, StoreError> {
+        m.tokens = self.counter.count_message(&m);
+        self.deps.store.append(&self.id, m, self.now())
+    }
+
+    /// Runs one compaction and reports it as events.
+    pub(super) async fn compact(
+        &self,
+        trigger: Trigger,
+        out: &mut JobOutcome,
+    ) -> Result<(), JobError> {
+        let fixed = self.fixed_tokens;
+        let usage_before = self
+            .deps
+            .store
+            .usage_tokens(&self.id)
+            .map(|t| {
+                Usage::new(
+                    fixed,
+                    t,
+                    calibration_factor(&self.counter, &self.calibration),
+                    self.config.compaction.max_context_tokens,
+                )
+                .fraction()
+            })
+            .unwrap_or(0.0);
+        self.emit(Event::CompactionStarted {
+            agent: self.id.clone(),
+            trigger,
+            usage: usage_before,
+        });
+        let outcome = self
+            .deps
+            .compactor
+            .compact(CompactRequest {
+                agent: &self.id,
+                config: &self.config,
+                trigger,
+                fixed_tokens: fixed,
+                now: self.now(),
+            })
+            .await?;
+        match &outcome {
+            CompactionOutcome::Done(report) => self.emit(Event::CompactionCompleted {
+                agent: self.id.clone(),
+                report: report.clone(),
+            }),
+            CompactionOutcome::Skipped { reason, usage } => self.emit(Event::CompactionSkipped {
+                agent: self.id.clone(),
+                trigger,
+                reason: reason.to_string(),
+                usage: *usage,
+            }),
+            CompactionOutcome::Failed { reason, .. } => self.emit(Event::CompactionFailed {
+                agent: self.id.clone(),
+                trigger,
+                reason: reason.clone(),
+            }),
+            CompactionOutcome::Stalled { reduction_pct, .. } => {
+                self.emit(Event::CompactionFailed {
+                    agent: self.id.clone(),
+                    trigger,
+                    reason: format!("stalled: the summary would save only {reduction_pct:.1}%"),
+                })
+            }
+            CompactionOutcome::Busy => self.emit(Event::CompactionSkipped {
+                agent: self.id.clone(),
+                trigger,
+                reason: "another compaction is in flight".into(),
+                usage: usage_before,
+            }),
+        }
+        if let Some(w) = outcome.report().and_then(|r| r.warning.clone()) {
+            self.emit(Event::Warning {
+                agent: self.id.clone(),
+                message: w,
+            });
+        }
+        out.compaction = Some(outcome);
+        Ok(())
+    }
+
+    /// Journals pending observations with their importance.
+    async fn score_observations(&self, out: &mut JobOutcome) -> Result<(), JobError> {
+        for text in &self.observations {
+            let importance = match self.config.memory.importance {
+                somna_core::config::Scorer::Llm => self.llm_importance(text).await,
+                somna_core::config::Scorer::Heuristic => builtin::score_importance(text),
+            };
+            self.deps.store.append_journal(
+                &self.id,
+                JournalEntry::new(
+                    self.now(),
+                    SourceType::Observation,
+                    importance,
+                    text.clone(),
+                ),
+            )?;
+            out.importance_added += u64::from(importance);
+        }
+        Ok(())
+    }
+
+    async fn llm_importance(&self, text: &str) -> u8 {
+        let request = prompts::score_request(&self.config.model, text);
+        match self.deps.llm.chat(request).await {
+            Ok(r) => {
+                prompts::parse_score(&r.text).unwrap_or_else(|| builtin::score_importance(text))
+            }
+            Err(e) => {
+                tracing::warn!(agent = %self.id, error = %e, "LLM importance scoring failed; using the heuristic");
+                builtin::score_importance(text)
+            }
+        }
+    }
+
+    /// Scores observations, then (if a reply is owed) calls the LLM, runs built-in tools, hands
+    /// host tool calls to the host, and appends the reply.
+    async fn step(&self, out: &mut JobOutcome) -> Result<(), JobError> {
+        self.score_observations(out).await?;
+        if !self.needs_reply {
+            return Ok(());
+        }
+        let store = &self.deps.store;
+        let specs = tools::all_specs(&self.config);
+        let mut calibration = self.calibration;
+        for _round in 0..MAX_TOOL_ROUNDS {
+            let history = store.history(&self.id)?;
+            let working = WorkingContext::gather(
+                store,
+                &self.id,
+                prompt::latest_input(&history),
+                &self.config.memory,
+            )?;
+            let built = prompt::build(&self.config, &working, &history, &self.counter);
+            out.working_tokens = Some(built.working_tokens);
+            let estimate = built.total_tokens();
+            let request = ChatRequest::new(self.config.model.clone(), built.messages)
+                .with_purpose(Purpose::Chat)
+                .with_max_tokens(REPLY_MAX_TOKENS)
+                .with_tools(specs.clone());
+            let response = self.deps.llm.chat(request).await?;
+            if let Some(u) = &response.usage {
+                if !self.counter.is_exact() {
+                    match calibration.observe(estimate, u64::from(u.prompt_tokens)) {
+                        Observation::Accepted { .. } => {
+                            out.calibration = Some(calibration);
+                            let _ = store.update_calibration(&self.id, calibration);
+                        }
+                        Observation::Rejected(why) => {
+                            tracing::warn!(agent = %self.id, %why, "ignored the server's usage report");
+                        }
+                    }
+                }
+            }
+            if response.text.trim().is_empty() && response.tool_calls.is_empty() {
+                return Err(JobError::EmptyReply);
+            }
+            let limit = reply_limit(&self.counter, REPLY_MAX_TOKENS);
+            let arguments: u64 = response
+                .tool_calls
+                .iter()
+                .map(|c| u64::from(self.counter.count_text(&c.arguments)))
+                .sum();
+            if arguments > limit {
+                return Err(JobError::ArgumentsTooLarge {
+                    tokens: arguments,
+                    cap: REPLY_MAX_TOKENS,
+                });
+            }
+            let capped = cap_reply(&self.counter, response.text.trim(), limit);
+            let reply = self.append(
+                Message::assistant_calls(capped.text.as_str(), response.tool_calls.clone())
+                    .at(self.now()),
+            )?;
+            if let Some(tokens) = capped.cut_from {
+                self.emit(Event::ReplyTruncated {
+                    agent: self.id.clone(),
+                    seq: reply.seq,
+                    tokens,
+                    kept: u64::from(self.counter.count_text(&reply.content)),
+                });
+            }
+            if response.tool_calls.is_empty() {
+                out.replied = true;
+                self.emit(Event::AgentReplied {
+                    agent: self.id.clone(),
+                    seq: reply.seq,
+                    text: reply.content,
+                });
+                return Ok(());
+            }
+            let mut waiting = Vec::new();
+            for call in &response.tool_calls {
+                if tools::is_builtin(&call.name) {
+                    let result = tools::run_builtin(store, &self.id, call, self.now(), |t| {
+                        builtin::score_importance(t)
+                    })?;
+                    if call.name == tools::JOURNAL_ADD {
+                        out.importance_added += journal_importance(call);
+                    }
+                    self.append(Message::tool_result(call.id.clone(), result).at(self.now()))?;
+                } else if self.config.tools.iter().any(|t| t.name == call.name) {
+                    waiting.push((call.id.clone(), call.name.clone(), call.arguments.clone()));
+                } else {
+                    self.append(
+                        Message::tool_result(
+                            call.id.clone(),
+                            tools::error_result(&format!("there is no tool named {}", call.name)),
+                        )
+                        .at(self.now()),
+                    )?;
+                }
+            }
+            if !waiting.is_empty() {
+                out.pending_tools = waiting;
+                return Ok(());
+            }
+        }
+        // Never silently: the host hears that the turn ended without a reply, and the status shows
+        // the reply as owed.
+        out.tool_rounds_exhausted = true;
+        self.emit(Event::ToolRoundsExhausted {
+            agent: self.id.clone(),
+            rounds: MAX_TOOL_ROUNDS,
+        });
+        Ok(())
+    }
+}
+
+/// The most tokens, by the local count, a reply may take when `cap` was asked for as `max_tokens`.
+/// Exact tokenizers count what the server counts; the heuristic overestimates by up to about a
+/// quarter, so it gets that much slack before a reply the model kept within `cap` is cut.
+fn reply_limit(counter: &TokenCounter, cap: u32) -> u64 {
+    let cap = u64::from(cap);
+    if counter.is_exact() {
+        cap
+    } else {
+        cap + cap / 4
+    }
+}
+
+/// A reply after [`cap_reply`].
+#[derive(Debug, Clone, PartialEq)]
+struct CappedReply {
+    /// The text to append: whole, or cut and ended with `…`.
+    text: String,
+    /// The local count of the whole text, when it was cut.
+    cut_from: Option<u64>,
+}
+
+/// `text` when it fits in `limit` tokens; otherwise its longest prefix that fits together with a
+/// closing `…`, ended at a word boundary when one lies in the last quarter of that prefix.
+fn cap_reply(counter: &TokenCounter, text: &str, limit: u64) -> CappedReply {
+    let total = u64::from(counter.count_text(text));
+    if total <= limit {
+        return CappedReply {
+            text: text.to_string(),
+            cut_from: None,
+        };
+    }
+    const ELLIPSIS: &str = "…";
+    let budget = limit.saturating_sub(u64::from(counter.count_text(ELLIPSIS)));
+    let fits = |end: usize| u64::from(counter.count_text(&text[..end])) <= budget;
+    // Binary search over char boundaries for the longest prefix within the budget (a prefix never
+    // counts fewer tokens than a shorter one, closely enough for a cut).
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
+    let fitting = bounds.partition_point(|&end| fits(end));
+    let lo = bounds[fitting.saturating_sub(1)];
+    let mut end = lo;
+    if let Some(space) = text[..end].rfind(char::is_whitespace) {
+        if space >= end - end / 4 {
+            end = space;
+        }
+    }
+    CappedReply {
+        text: format!("{}{ELLIPSIS}", text[..end].trim_end()),
+        cut_from: Some(total),
+    }
+}
+
+/// The importance a `journal_add` call asked for (for the reflection counter).
+fn journal_importance(call: &ToolCall) -> u64 {
+    serde_json::from_str::<serde_json::Value>(&call.arguments)
+        .ok()
+        .and_then(|v| v.get("importance").and_then(serde_json::Value::as_u64))
+        .unwrap_or(5)
+        .clamp(1, 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(status: u16) -> LlmError {
+        LlmError::Server {
+            status,
+            url: String::new(),
+            excerpt: String::new(),
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn a_sleep_reports_every_failed_step_in_order() {
+        let id = AgentId::new("ada").unwrap();
+        let err = JobError::Sleep(vec![
+            SleepFailure::Consolidation(JobError::ConsolidationLlm(LlmError::EmptyResponse)),
+            SleepFailure::Reflection(JobError::Store(StoreError::UnknownAgent(id))),
+            SleepFailure::Compaction(JobError::CompactionFailed("stalled".into())),
+        ]);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "consolidation failed: LLM: {}; the entries stay for the next sleep; \
+                 reflection failed: unknown agent ada; compaction failed: stalled",
+                LlmError::EmptyResponse
+            )
+        );
+    }
+
+    #[test]
+    fn only_a_permanent_llm_error_of_the_step_is_permanent() {
+        assert!(JobError::Llm(server_error(401)).is_permanent());
+        assert!(!JobError::Llm(server_error(503)).is_permanent());
+        assert!(!JobError::ConsolidationLlm(server_error(401)).is_permanent());
+        assert!(!JobError::EmptyReply.is_permanent());
+        assert!(
+            !JobError::Sleep(vec![SleepFailure::Reflection(JobError::Llm(server_error(
+                401
+            )))])
+            .is_permanent()
+        );
+    }
+
+    #[test]
+    fn a_store_error_in_a_job_is_named_once() {
+        let id = AgentId::new("ada").unwrap();
+        let err = JobError::from(StoreError::UnknownAgent(id));
+        assert_eq!(err.to_string(), "unknown agent ada");
+        assert!(std::error::Error::source(&err).is_none());
+    }
+
+    #[test]
+    fn a_reply_within_the_limit_is_kept_whole() {
+        let counter = TokenCounter::heuristic();
+        let capped = cap_reply(&counter, "Here is your sword.", 640);
+        assert_eq!(capped.text, "Here is your sword.");
+        assert_eq!(capped.cut_from, None);
+    }
+
+    #[test]
+    fn an_oversize_reply_is_cut_within_the_limit_at_a_word() {
+        for counter in [TokenCounter::heuristic(), TokenCounter::for_model("gpt-4o")] {
+            let limit = reply_limit(&counter, REPLY_MAX_TOKENS);
+            let text = "the mill wheel turns and the river runs ".repeat(5000);
+            let capped = cap_reply(&counter, &text, limit);
+            let kept = u64::from(counter.count_text(&capped.text));
+            assert!(kept <= limit, "{kept} > {limit}");
+            // Not cut far short: at most a word and the ellipsis below the limit.
+            assert!(kept + 4 >= limit, "{kept} ≪ {limit}");
+            assert!(capped.text.ends_with("…"));
+            assert!(text.starts_with(capped.text.trim_end_matches('…')));
+            assert_eq!(capped.cut_from, Some(u64::from(counter.count_text(&text))));
+        }
+        // Multi-byte text without spaces is cut on a char boundary.
+        let counter = TokenCounter::heuristic();
+        let capped = cap_reply(&counter, &"日本語".repeat(1000), 10);
+        assert_eq!(capped.text, format!("{}…", "日本語".repeat(3)));
+    }
+}

@@ -1,0 +1,663 @@
+//! The `Agent` component: one hosted agent's state and step logic, as a plain struct.
+//!
+//! The actor (`actor.rs`) is a thin shell: it hands messages to these methods and runs the [`Job`]s
+//! they return as spawned futures, so the agent keeps accepting input while an LLM call or a
+//! compaction is in flight. Synchronous work (appending input, the O(1) usage check) happens here;
+//! anything that waits on the LLM is a `Job` with its own clones of the handles it needs.
+//!
+//! - this file: the state machine ([`Agent`]), its shared handles ([`AgentDeps`]), loading and
+//!   run-time configuration.
+//! - `protocol.rs`: input and status types ([`Inbound`], [`InboundError`], [`AgentState`],
+//!   [`PendingTool`], [`AgentStatus`]).
+//! - `job.rs`: the job runner ([`Job`], [`JobKind`], [`JobOutcome`], [`JobError`]): compaction,
+//!   observation scoring, the step.
+//! - `sleep.rs`: sleep's steps (consolidation, reflection), run as a job.
+
+mod job;
+mod protocol;
+mod sleep;
+
+pub use job::{Job, JobError, JobKind, JobOutcome, SleepFailure};
+pub use protocol::{AgentState, AgentStatus, Inbound, InboundError, PendingTool};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use somna_core::config::{AgentConfig, AgentOverrides, ConfigErrors};
+use somna_core::message::{Message, Role};
+use somna_core::tokens::{Calibration, TokenCounter};
+use somna_core::usage::{Usage, calibration_factor};
+use somna_core::{AgentId, JournalQuery, SourceType, Timestamp};
+use somna_llm::LlmClient;
+use somna_store::{Store, StoreError, UncompactOutcome};
+
+use crate::clock::Clock;
+use crate::compactor::Compactor;
+use crate::events::{Event, EventBus};
+use crate::tools;
+use job::JobContext;
+
+/// Most LLM rounds in one step (each round may run built-in tools and call the LLM again). A step
+/// that uses them all without a final reply ends with `Event::ToolRoundsExhausted`, reply owed.
+pub const MAX_TOOL_ROUNDS: u32 = 4;
+/// Most attempts at one chat turn: after this many failed steps in a row the turn fails
+/// (`Event::TurnFailed`) and the reply stays owed until new input arrives. A permanent LLM error
+/// (a 4xx such as 400, 401, 403, 404) fails the turn at the first attempt.
+pub const MAX_TURN_ATTEMPTS: u32 = 3;
+/// Longest wait after repeated LLM failures before the agent tries again.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Longest reply the agent asks the model for, in tokens.
+pub const REPLY_MAX_TOKENS: u32 = 512;
+/// The caps of a reflection and the "nothing worth remembering" answer of a consolidation live with
+/// their prompts.
+pub use somna_llm::prompts::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES, NO_FACTS};
+
+/// Shared handles every agent uses.
+#[derive(Debug, Clone)]
+pub struct AgentDeps {
+    pub store: Store,
+    pub llm: Arc<dyn LlmClient>,
+    pub compactor: Compactor,
+    pub events: EventBus,
+    pub clock: Clock,
+}
+
+/// One hosted agent.
+#[derive(Debug)]
+pub struct Agent {
+    id: AgentId,
+    /// The config from runtime.toml (or creation), before run-time overrides.
+    base: AgentConfig,
+    /// `base` with the run-time overrides applied: what the agent runs with.
+    config: AgentConfig,
+    overrides: AgentOverrides,
+    counter: TokenCounter,
+    deps: AgentDeps,
+    /// Tokens of the persona (part of every prompt).
+    persona_tokens: u64,
+    /// Tokens of the last working context (an estimate for the O(1) usage check).
+    working_tokens: u64,
+    calibration: Calibration,
+    state: AgentState,
+    needs_reply: bool,
+    /// A turn ended without the reply it owed (see [`AgentStatus::reply_owed`]).
+    reply_owed: bool,
+    /// The job in flight carries the reply owed (`needs_reply` was handed to it).
+    reply_in_job: bool,
+    pending_tools: Vec<PendingTool>,
+    observations: Vec<String>,
+    failures: u32,
+    retry_at: Option<Timestamp>,
+    importance_since_reflection: u64,
+    /// History tokens when an emergency compaction last failed to get below the threshold: no
+    /// new emergency until the history changes (no loop of futile compactions).
+    stuck_at: Option<u64>,
+    /// Ticks handled (for stats).
+    pub ticks: u64,
+}
+
+impl Agent {
+    /// Loads (or creates) the agent's record and applies its persisted run-time overrides.
+    pub fn load(base: AgentConfig, deps: AgentDeps) -> Result<Self, AgentLoadError> {
+        let now = deps.clock.now();
+        let record = deps.store.ensure_agent(&base.id, now)?;
+        let config = base
+            .with_overrides(&record.overrides)
+            .map_err(AgentLoadError::Config)?;
+        let counter = TokenCounter::for_model(&config.model);
+        let importance_since_reflection = importance_since_last_reflection(&deps.store, &base.id)?;
+        let tail = deps.store.history_tail(&base.id, 1)?;
+        let pending_tools = unanswered_host_calls(&deps.store, &base.id, &config, now)?;
+        // Input, or a tool result the model has not seen yet, owes a reply (once no call waits).
+        let needs_reply = tail
+            .last()
+            .is_some_and(|m| matches!(m.role, Role::User | Role::Tool));
+        let state = if pending_tools.is_empty() {
+            AgentState::Idle
+        } else {
+            AgentState::WaitingForTools
+        };
+        Ok(Agent {
+            id: base.id.clone(),
+            persona_tokens: u64::from(counter.count_text(&config.persona)),
+            base,
+            overrides: record.overrides,
+            config,
+            counter,
+            deps,
+            working_tokens: 0,
+            calibration: record.calibration,
+            state,
+            needs_reply,
+            reply_owed: false,
+            reply_in_job: false,
+            pending_tools,
+            observations: Vec::new(),
+            failures: 0,
+            retry_at: None,
+            importance_since_reflection,
+            stuck_at: None,
+            ticks: 0,
+        })
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// The config it runs with.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Real time between ticks (the config's `tick_every` through the clock).
+    pub fn tick_period(&self) -> Duration {
+        self.deps.clock.to_real(self.config.tick_every)
+    }
+
+    /// What it is doing.
+    pub fn state(&self) -> AgentState {
+        self.state
+    }
+
+    /// Prompt tokens now: persona + last working context + live history (O(1)).
+    pub fn prompt_tokens(&self) -> Result<u64, StoreError> {
+        Ok(self.persona_tokens + self.working_tokens + self.deps.store.usage_tokens(&self.id)?)
+    }
+
+    /// Usage now, 0–1, calibrated for inexact tokenizers ([`Usage`]). O(1): no history is read.
+    pub fn usage(&self) -> Result<f64, StoreError> {
+        Ok(Usage::new(
+            self.persona_tokens + self.working_tokens,
+            self.deps.store.usage_tokens(&self.id)?,
+            calibration_factor(&self.counter, &self.calibration),
+            self.config.compaction.max_context_tokens,
+        )
+        .fraction())
+    }
+
+    /// Takes input: appends it to history (or resolves a tool call) at once, so nothing is lost.
+    ///
+    /// Input larger than the agent's input limit
+    /// ([`CompactionConfig::input_limit`](somna_core::config::CompactionConfig::input_limit)) is
+    /// refused with [`InboundError::TooLarge`] before anything is written, so one input can never
+    /// put the agent beyond what compaction can repair.
+    pub fn inbound(&mut self, input: Inbound) -> Result<(), InboundError> {
+        let now = self.deps.clock.now();
+        match input {
+            Inbound::User { content, name } => {
+                if content.trim().is_empty() {
+                    return Err(InboundError::Empty);
+                }
+                let mut m = Message::user(content).at(now);
+                m.name = name;
+                let m = self.admit(m)?;
+                self.append_counted(m)?;
+                self.needs_reply = true;
+            }
+            Inbound::Observation { content } => {
+                if content.trim().is_empty() {
+                    return Err(InboundError::Empty);
+                }
+                let m = self.admit(
+                    Message::user(format!("[observation] {content}"))
+                        .with_name("world")
+                        .at(now),
+                )?;
+                self.append_counted(m)?;
+                self.observations.push(content);
+            }
+            Inbound::ToolResult { call_id, content } => {
+                let Some(i) = self.pending_tools.iter().position(|p| p.call_id == call_id) else {
+                    return Err(InboundError::UnknownToolCall(call_id));
+                };
+                let m = self.admit(Message::tool_result(call_id, content).at(now))?;
+                self.pending_tools.remove(i);
+                self.append_counted(m)?;
+                if self.pending_tools.is_empty() {
+                    self.needs_reply = true;
+                    if self.state == AgentState::WaitingForTools {
+                        self.state = AgentState::Idle;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&self, mut m: Message) -> Result<Message, StoreError> {
+        m.tokens = self.counter.count_message(&m);
+        self.deps.store.append(&self.id, m, self.deps.clock.now())
+    }
+
+    /// Counts an input message and checks it against the input limit; the counted message (its
+    /// `tokens` set) when it fits.
+    fn admit(&self, mut m: Message) -> Result<Message, InboundError> {
+        m.tokens = self.counter.count_message(&m);
+        let tokens = self
+            .counter
+            .calibrated(u64::from(m.tokens), &self.calibration);
+        let limit = self.config.compaction.input_limit();
+        if tokens > u64::from(limit) {
+            return Err(InboundError::TooLarge { tokens, limit });
+        }
+        Ok(m)
+    }
+
+    /// Appends a message [`Agent::admit`] counted.
+    fn append_counted(&self, m: Message) -> Result<Message, StoreError> {
+        self.deps.store.append(&self.id, m, self.deps.clock.now())
+    }
+
+    /// The start of a tick: the emergency check first, then the step. Returns the job to spawn, if
+    /// any. A tick while a job is in flight does nothing.
+    pub fn tick(&mut self) -> Result<Option<Job>, StoreError> {
+        self.ticks += 1;
+        if !matches!(self.state, AgentState::Idle | AgentState::WaitingForTools) {
+            return Ok(None);
+        }
+        let now = self.deps.clock.now();
+        self.expire_tools(now)?;
+        let usage = self.usage()?;
+        let cfg = &self.config.compaction;
+        let history_tokens = self.deps.store.usage_tokens(&self.id)?;
+        let emergency = cfg.enabled
+            && usage >= cfg.emergency_threshold
+            && self.stuck_at != Some(history_tokens);
+        let wants_step = self.pending_tools.is_empty()
+            && (self.needs_reply || !self.observations.is_empty())
+            && self.retry_at.is_none_or(|t| now >= t);
+        if emergency {
+            self.deps.events.emit(
+                now,
+                Event::EmergencyTriggered {
+                    agent: self.id.clone(),
+                    usage,
+                },
+            );
+            return Ok(Some(self.start(JobKind::Emergency {
+                then_step: wants_step,
+            })));
+        }
+        if wants_step {
+            return Ok(Some(self.start(JobKind::Step)));
+        }
+        Ok(None)
+    }
+
+    /// Starts a sleep, unless the agent is busy (then `None`).
+    pub fn sleep(&mut self) -> Option<Job> {
+        (self.state == AgentState::Idle).then(|| self.start(JobKind::Sleep))
+    }
+
+    /// Starts a compaction asked for through the API, unless the agent is busy (then `None`).
+    pub fn compact(&mut self, force: bool) -> Option<Job> {
+        matches!(self.state, AgentState::Idle | AgentState::WaitingForTools)
+            .then(|| self.start(JobKind::Compact { force }))
+    }
+
+    fn start(&mut self, kind: JobKind) -> Job {
+        self.state = match kind {
+            JobKind::Step => AgentState::Stepping,
+            JobKind::Sleep => AgentState::Sleeping,
+            JobKind::Emergency { .. } | JobKind::Compact { .. } => AgentState::Compacting,
+        };
+        let observations = if matches!(kind, JobKind::Step | JobKind::Emergency { .. }) {
+            std::mem::take(&mut self.observations)
+        } else {
+            Vec::new()
+        };
+        let needs_reply = matches!(kind, JobKind::Step | JobKind::Emergency { then_step: true })
+            && self.needs_reply;
+        if needs_reply {
+            self.needs_reply = false;
+        }
+        self.reply_in_job = needs_reply;
+        Job {
+            kind,
+            ctx: JobContext {
+                id: self.id.clone(),
+                config: self.config.clone(),
+                counter: self.counter,
+                deps: self.deps.clone(),
+                calibration: self.calibration,
+                importance_since_reflection: self.importance_since_reflection,
+                observations,
+                needs_reply,
+                fixed_tokens: self.persona_tokens + self.working_tokens,
+            },
+        }
+    }
+
+    /// Takes a finished job's outcome back into the agent's state.
+    pub fn finish(&mut self, kind: JobKind, out: &JobOutcome) {
+        let now = self.deps.clock.now();
+        if let Some(c) = out.calibration {
+            self.calibration = c;
+        }
+        if let Some(w) = out.working_tokens {
+            self.working_tokens = w;
+        }
+        self.importance_since_reflection += out.importance_added;
+        if out.reflected {
+            self.importance_since_reflection = 0;
+        }
+        if let JobKind::Emergency { .. } = kind {
+            self.note_emergency_result(now);
+        }
+        let stepped = matches!(kind, JobKind::Step | JobKind::Emergency { then_step: true });
+        if let Some(err) = &out.error {
+            self.deps.events.emit(
+                now,
+                Event::Error {
+                    agent: self.id.clone(),
+                    message: err.clone(),
+                },
+            );
+            if stepped && std::mem::take(&mut self.reply_in_job) {
+                self.note_failed_turn(now, err, out.permanent);
+            }
+        } else if stepped {
+            self.reply_in_job = false;
+            self.failures = 0;
+            self.retry_at = None;
+            if out.replied {
+                self.reply_owed = false;
+            }
+            if out.tool_rounds_exhausted {
+                self.reply_owed = true;
+            }
+        }
+        let deadline = now.saturating_add(self.config.tool_timeout);
+        for (call_id, name, arguments) in &out.pending_tools {
+            self.pending_tools.push(PendingTool {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                deadline,
+            });
+            self.deps.events.emit(
+                now,
+                Event::ToolCallRequested {
+                    agent: self.id.clone(),
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                },
+            );
+        }
+        self.state = if self.pending_tools.is_empty() {
+            AgentState::Idle
+        } else {
+            AgentState::WaitingForTools
+        };
+    }
+
+    /// A step that owed a reply failed: try again later, backing off, unless the error is permanent
+    /// or [`MAX_TURN_ATTEMPTS`] attempts in a row failed; then the turn fails and the reply stays
+    /// owed until new input arrives (no LLM call is retried forever).
+    fn note_failed_turn(&mut self, now: Timestamp, err: &str, permanent: bool) {
+        self.failures += 1;
+        if permanent || self.failures >= MAX_TURN_ATTEMPTS {
+            let attempts = self.failures;
+            self.failures = 0;
+            self.retry_at = None;
+            self.reply_owed = true;
+            self.deps.events.emit(
+                now,
+                Event::TurnFailed {
+                    agent: self.id.clone(),
+                    attempts,
+                    reason: err.to_string(),
+                },
+            );
+            return;
+        }
+        self.needs_reply = true;
+        let backoff = Duration::from_secs(1u64 << self.failures.min(6)).min(MAX_BACKOFF);
+        self.retry_at = Some(now.saturating_add(self.deps.clock.to_sim(backoff)));
+    }
+
+    /// After an emergency compaction: still over the threshold means the rest of the prompt (the
+    /// preserve window, the persona, the working context) is too large to fix by compacting; say
+    /// so once and wait for the history to change before trying again.
+    fn note_emergency_result(&mut self, now: Timestamp) {
+        let (Ok(usage), Ok(tokens)) = (self.usage(), self.deps.store.usage_tokens(&self.id)) else {
+            return;
+        };
+        if usage < self.config.compaction.emergency_threshold {
+            self.stuck_at = None;
+            return;
+        }
+        if self.stuck_at.is_none() {
+            let fixed = self.persona_tokens + self.working_tokens;
+            let reason = match self
+                .deps
+                .compactor
+                .over_threshold(&self.id, &self.config, fixed)
+            {
+                Ok(Some(why)) => why,
+                Ok(None) | Err(_) => format!(
+                    "usage is still {:.0}% after an emergency compaction",
+                    usage * 100.0
+                ),
+            };
+            self.deps.events.emit(
+                now,
+                Event::EmergencyStuck {
+                    agent: self.id.clone(),
+                    usage,
+                    threshold: self.config.compaction.emergency_threshold,
+                    reason,
+                },
+            );
+        }
+        self.stuck_at = Some(tokens);
+    }
+
+    /// Answers overdue host tool calls with an error result so the model is not left hanging.
+    fn expire_tools(&mut self, now: Timestamp) -> Result<(), StoreError> {
+        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_tools)
+            .into_iter()
+            .partition(|p| p.deadline <= now);
+        self.pending_tools = kept;
+        for p in &expired {
+            let timeout = humantime::format_duration(self.config.tool_timeout);
+            self.append(
+                Message::tool_result(
+                    p.call_id.clone(),
+                    tools::error_result(&format!(
+                        "the host did not answer `{}` within {timeout}",
+                        p.name
+                    )),
+                )
+                .at(now),
+            )?;
+            self.deps.events.emit(
+                now,
+                Event::ToolCallTimedOut {
+                    agent: self.id.clone(),
+                    call_id: p.call_id.clone(),
+                    name: p.name.clone(),
+                },
+            );
+        }
+        if !expired.is_empty() && self.pending_tools.is_empty() {
+            self.needs_reply = true;
+            if self.state == AgentState::WaitingForTools {
+                self.state = AgentState::Idle;
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes the agent's config at run time: merged over earlier run-time changes, validated,
+    /// persisted in its record, applied at once.
+    pub fn configure(&mut self, changes: AgentOverrides) -> Result<AgentConfig, ConfigureError> {
+        let mut merged = self.overrides.clone();
+        merged.merge(changes);
+        let config = self
+            .base
+            .with_overrides(&merged)
+            .map_err(ConfigureError::Invalid)?;
+        self.deps.store.set_overrides(&self.id, merged.clone())?;
+        self.overrides = merged;
+        self.counter = TokenCounter::for_model(&config.model);
+        self.persona_tokens = u64::from(self.counter.count_text(&config.persona));
+        self.config = config.clone();
+        Ok(config)
+    }
+
+    /// Undoes the compaction whose summary is at `summary_seq` (see `Compactor::uncompact`).
+    pub fn uncompact(&mut self, summary_seq: u64) -> Result<UncompactOutcome, StoreError> {
+        let now = self.deps.clock.now();
+        let outcome = self
+            .deps
+            .compactor
+            .uncompact(&self.id, summary_seq, now)
+            .map_err(|crate::compactor::CompactError::Store(e)| e)?;
+        if let UncompactOutcome::Restored { restored } = outcome {
+            self.stuck_at = None;
+            self.deps.events.emit(
+                now,
+                Event::Uncompacted {
+                    agent: self.id.clone(),
+                    summary_seq,
+                    restored,
+                },
+            );
+        }
+        Ok(outcome)
+    }
+
+    /// The agent's status.
+    pub fn status(&self) -> Result<AgentStatus, StoreError> {
+        let record = self.deps.store.agent(&self.id)?;
+        Ok(AgentStatus {
+            id: self.id.clone(),
+            state: self.state,
+            usage: self.usage()?,
+            prompt_tokens: self.prompt_tokens()?,
+            max_context_tokens: self.config.compaction.max_context_tokens,
+            history_len: record.as_ref().map_or(0, |r| r.history_len),
+            archive_len: record.as_ref().map_or(0, |r| r.archive_len),
+            compaction_count: record.as_ref().map_or(0, |r| r.compaction_count),
+            last_compaction: record.as_ref().and_then(|r| r.last_compaction),
+            needs_reply: self.needs_reply,
+            pending_tools: self.pending_tools.clone(),
+            config: self.config.clone(),
+            reply_owed: self.reply_owed,
+        })
+    }
+}
+
+/// Why an agent could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentLoadError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("invalid persisted config overrides:\n{0}")]
+    Config(ConfigErrors),
+}
+
+/// Why a run-time config change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigureError {
+    #[error("{0}")]
+    Invalid(ConfigErrors),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The host tool calls of the live history that no tool result answers yet, so that a restart
+/// keeps waiting for them. Only the last assistant message with tool calls can have any (a step
+/// waits for every call before the next), and only calls to the agent's host tools (built-in
+/// calls are answered within the step). A restart gives the host a fresh `tool_timeout`.
+fn unanswered_host_calls(
+    store: &Store,
+    id: &AgentId,
+    config: &AgentConfig,
+    now: Timestamp,
+) -> Result<Vec<PendingTool>, StoreError> {
+    if config.tools.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Read the tail in growing pieces until it holds an assistant message with tool calls (or it
+    // is the whole history): the calls are normally among the last few messages.
+    let mut n = 16;
+    let tail = loop {
+        let tail = store.history_tail(id, n)?;
+        if tail.len() < n || tail.iter().any(|m| !m.tool_calls.is_empty()) {
+            break tail;
+        }
+        n *= 4;
+    };
+    let Some(at) = tail.iter().rposition(|m| !m.tool_calls.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let answered: Vec<&str> = tail[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    let deadline = now.saturating_add(config.tool_timeout);
+    Ok(tail[at]
+        .tool_calls
+        .iter()
+        .filter(|c| !answered.contains(&c.id.as_str()))
+        .filter(|c| config.tools.iter().any(|t| t.name == c.name))
+        .map(|c| PendingTool {
+            call_id: c.id.clone(),
+            name: c.name.clone(),
+            deadline,
+        })
+        .collect())
+}
+
+/// Sum of importance of the journal entries written since the last reflection.
+fn importance_since_last_reflection(store: &Store, id: &AgentId) -> Result<u64, StoreError> {
+    let last = store
+        .query_journal(
+            id,
+            &JournalQuery {
+                source_type: Some(SourceType::Reflection),
+                limit: Some(1),
+                ..Default::default()
+            },
+        )?
+        .first()
+        .map(|e| e.id);
+    let entries = store.query_journal(id, &JournalQuery::default())?;
+    Ok(entries
+        .iter()
+        .filter(|e| last.is_none_or(|l| e.id > l))
+        .filter(|e| e.source_type != SourceType::Compaction)
+        .map(|e| u64::from(e.importance))
+        .sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error and its sources, joined as `{e:#}` (anyhow) prints them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut parts = vec![e.to_string()];
+        let mut source = e.source();
+        while let Some(s) = source {
+            parts.push(s.to_string());
+            source = s.source();
+        }
+        parts.join(": ")
+    }
+
+    fn unknown() -> StoreError {
+        StoreError::UnknownAgent(AgentId::new("ada").unwrap())
+    }
+
+    #[test]
+    fn store_errors_of_the_agent_name_their_cause_once() {
+        assert_eq!(chain(&InboundError::from(unknown())), "unknown agent ada");
+        assert_eq!(chain(&AgentLoadError::from(unknown())), "unknown agent ada");
+        assert_eq!(chain(&ConfigureError::from(unknown())), "unknown agent ada");
+    }
+}

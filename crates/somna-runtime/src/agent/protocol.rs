@@ -1,0 +1,88 @@
+//! The agent's protocol: the input it takes ([`Inbound`]), why input is refused
+//! ([`InboundError`]), and what it reports ([`AgentState`], [`PendingTool`], [`AgentStatus`]).
+
+use serde::{Deserialize, Serialize};
+use somna_core::config::AgentConfig;
+use somna_core::{AgentId, Timestamp};
+use somna_store::StoreError;
+
+/// Input for an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Inbound {
+    /// Someone speaks to the agent; it owes a reply.
+    User {
+        content: String,
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// Something happens in the agent's world: journaled and added to its context, no reply owed.
+    Observation { content: String },
+    /// The host's answer to a host-defined tool call.
+    ToolResult { call_id: String, content: String },
+}
+
+/// Why input was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InboundError {
+    #[error("no pending tool call with id {0:?}")]
+    UnknownToolCall(String),
+    #[error("content is empty")]
+    Empty,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The input is larger than the agent's `compaction.max_input_tokens`; nothing was written.
+    #[error(
+        "input is {tokens} tokens, above this agent's limit of {limit} \
+         (compaction.max_input_tokens)"
+    )]
+    TooLarge {
+        /// The input's size, in tokens as the agent counts them (calibrated).
+        tokens: u64,
+        /// The limit in force ([`CompactionConfig::input_limit`](somna_core::config::CompactionConfig::input_limit)).
+        limit: u32,
+    },
+}
+
+/// What an agent is doing right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    Idle,
+    Stepping,
+    Compacting,
+    Sleeping,
+    /// Waiting for the host to answer tool calls.
+    WaitingForTools,
+}
+
+/// A host tool call the agent is waiting on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingTool {
+    pub call_id: String,
+    pub name: String,
+    /// When the model gets an error result instead.
+    pub deadline: Timestamp,
+}
+
+/// An agent's status, for the API and the CLI (which also reads it back from the API's answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    pub id: AgentId,
+    pub state: AgentState,
+    /// Prompt usage, 0–1 (calibrated).
+    pub usage: f64,
+    pub prompt_tokens: u64,
+    pub max_context_tokens: u32,
+    pub history_len: u64,
+    pub archive_len: u64,
+    pub compaction_count: u32,
+    pub last_compaction: Option<Timestamp>,
+    pub needs_reply: bool,
+    pub pending_tools: Vec<PendingTool>,
+    pub config: AgentConfig,
+    /// A chat turn ended without the reply it owed (the LLM failed permanently or too often, or
+    /// the tool rounds ran out); cleared by the next reply. See docs/llm.md.
+    #[serde(default)]
+    pub reply_owed: bool,
+}

@@ -1,0 +1,132 @@
+//! Sleep, run as a [`Job`](super::Job): consolidation of journal entries into facts, reflection,
+//! then compaction at the sleep threshold.
+
+use somna_core::record::Trigger;
+use somna_core::{Fact, JournalEntry, JournalQuery, SourceType};
+use somna_llm::prompts::{self, Consolidation};
+
+use super::job::{JobContext, JobError, JobOutcome, SleepFailure};
+use crate::compactor::CompactionOutcome;
+use crate::events::Event;
+
+/// Most journal entries one consolidation handles (the rest wait for the next sleep).
+const CONSOLIDATION_BATCH: usize = 50;
+/// Importance of reflection entries.
+const REFLECTION_IMPORTANCE: u8 = 8;
+
+impl JobContext {
+    /// Sleep: consolidation, reflection, then compaction at the sleep threshold. A failed step
+    /// does not stop the next one; every failure is reported in the job's error (the sleep's
+    /// result), joined with "; ", and what failed is left for the next sleep to retry.
+    pub(super) async fn sleep(&self, out: &mut JobOutcome) -> Result<(), JobError> {
+        self.emit(Event::SleepStarted {
+            agent: self.id.clone(),
+        });
+        let mut failures = Vec::new();
+        let (entries, facts) = self.consolidate().await.unwrap_or_else(|e| {
+            failures.push(SleepFailure::Consolidation(e));
+            (0, 0)
+        });
+        let reflections = self.reflect(out).await.unwrap_or_else(|e| {
+            failures.push(SleepFailure::Reflection(e));
+            0
+        });
+        self.emit(Event::ConsolidationCompleted {
+            agent: self.id.clone(),
+            entries,
+            facts,
+            reflections,
+        });
+        if let Err(e) = self.compact(Trigger::Sleep, out).await {
+            failures.push(SleepFailure::Compaction(e));
+        }
+        if let Some(CompactionOutcome::Failed { reason, .. }) = &out.compaction {
+            failures.push(SleepFailure::Compaction(JobError::CompactionFailed(
+                reason.clone(),
+            )));
+        }
+        self.emit(Event::SleepCompleted {
+            agent: self.id.clone(),
+        });
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(JobError::Sleep(failures))
+        }
+    }
+
+    /// Distills unconsolidated journal entries into memory facts with provenance. Entries are
+    /// marked consolidated only when the reply lists facts or says [`NO_FACTS`](super::NO_FACTS)
+    /// outright; an LLM error or a reply with neither leaves them for the next sleep and is an
+    /// error.
+    async fn consolidate(&self) -> Result<(usize, usize), JobError> {
+        let store = &self.deps.store;
+        let mut entries = store.unconsolidated(&self.id, self.config.memory.min_importance)?;
+        entries.truncate(CONSOLIDATION_BATCH);
+        if entries.is_empty() {
+            return Ok((0, 0));
+        }
+        let request = prompts::consolidate_request(&self.config.model, &entries);
+        let all_ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+        let reply = self
+            .deps
+            .llm
+            .chat(request)
+            .await
+            .map_err(JobError::ConsolidationLlm)?;
+        let now = self.now();
+        let facts: Vec<Fact> = match prompts::parse_consolidation(&reply.text, &all_ids) {
+            Consolidation::Facts(facts) => facts
+                .into_iter()
+                .map(|f| Fact::new(now, f.text, f.sources))
+                .collect(),
+            Consolidation::Nothing => Vec::new(),
+            Consolidation::Unreadable => {
+                return Err(JobError::UnreadableConsolidation {
+                    entries: entries.len(),
+                    reply: prompts::clip(reply.text.trim(), 120),
+                });
+            }
+        };
+        let n = facts.len();
+        store.consolidate(&self.id, facts, &all_ids)?;
+        Ok((entries.len(), n))
+    }
+
+    /// Writes a reflection when enough importance has accumulated since the last one: at most
+    /// [`MAX_REFLECTION_LINES`](super::MAX_REFLECTION_LINES) entries of at most
+    /// [`MAX_REFLECTION_CHARS`](super::MAX_REFLECTION_CHARS) characters each.
+    async fn reflect(&self, out: &mut JobOutcome) -> Result<usize, JobError> {
+        let accumulated = self.importance_since_reflection + out.importance_added;
+        if accumulated < u64::from(self.config.memory.reflection_threshold) {
+            return Ok(0);
+        }
+        let store = &self.deps.store;
+        let recent = store.query_journal(
+            &self.id,
+            &JournalQuery {
+                limit: Some(30),
+                ..Default::default()
+            },
+        )?;
+        let oldest_first: Vec<JournalEntry> = recent.into_iter().rev().collect();
+        let request =
+            prompts::reflect_request(&self.config.model, &self.config.persona, &oldest_first);
+        let text = self.deps.llm.chat(request).await?.text;
+        let lines = prompts::parse_reflection(&text);
+        for line in &lines {
+            store.append_journal(
+                &self.id,
+                JournalEntry::new(
+                    self.now(),
+                    SourceType::Reflection,
+                    REFLECTION_IMPORTANCE,
+                    line.as_str(),
+                )
+                .with_tags(["reflection"]),
+            )?;
+        }
+        out.reflected = !lines.is_empty();
+        Ok(lines.len())
+    }
+}
