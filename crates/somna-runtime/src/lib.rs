@@ -32,6 +32,19 @@ pub(crate) mod scheduler;
 pub mod stats;
 pub mod tools;
 
+/// The error and its sources joined by ": ", as anyhow prints `{:#}` (for tests that check a cause
+/// is named once).
+#[cfg(test)]
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
 pub use actor::{SleepResult, UncompactError, UncompactResult};
 pub use agent::{Agent, AgentState, AgentStatus, Inbound};
 pub use clock::Clock;

@@ -507,16 +507,7 @@ mod error_tests {
     use crate::compactor::CompactError;
     use crate::import::ImportError;
 
-    /// The error and its sources joined by ": ", as anyhow prints `{:#}`.
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut parts = vec![e.to_string()];
-        let mut source = e.source();
-        while let Some(s) = source {
-            parts.push(s.to_string());
-            source = s.source();
-        }
-        parts.join(": ")
-    }
+    use crate::error_chain as chain;
 
     fn unknown() -> StoreError {
         StoreError::UnknownAgent(AgentId::new("ghost").unwrap())

@@ -639,16 +639,7 @@ fn importance_since_last_reflection(store: &Store, id: &AgentId) -> Result<u64, 
 mod tests {
     use super::*;
 
-    /// The error and its sources, joined as `{e:#}` (anyhow) prints them.
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut parts = vec![e.to_string()];
-        let mut source = e.source();
-        while let Some(s) = source {
-            parts.push(s.to_string());
-            source = s.source();
-        }
-        parts.join(": ")
-    }
+    use crate::error_chain as chain;
 
     fn unknown() -> StoreError {
         StoreError::UnknownAgent(AgentId::new("ada").unwrap())
