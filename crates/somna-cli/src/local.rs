@@ -13,12 +13,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use somna_core::config::{AgentConfig, AgentOverrides, ResolvedConfig};
 use somna_core::message::{Message, MessageKind};
 use somna_core::record::EventRecord;
-use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
 use somna_llm::LlmClient;
 use somna_runtime::agent::{Agent, ConfigureError, Inbound, InboundError};
 use somna_runtime::ops::{self, Offline, OpsError};
-use somna_runtime::prompt::{self, WorkingContext};
+use somna_runtime::prompt;
 use somna_runtime::{Clock, Compactor};
 use somna_store::{Store, UncompactOutcome};
 
@@ -285,14 +284,7 @@ impl Local {
     /// Prints exactly the messages the agent's next LLM call would receive for `input`.
     pub fn prompt(&self, id: &AgentId, input: &str) -> Result<()> {
         let config = self.agent_config(id)?;
-        let counter = TokenCounter::for_model(&config.model);
-        let mut history = self.store.history(id)?;
-        let mut next = Message::user(input).at(now());
-        next.seq = self.store.agent(id)?.map_or(0, |r| r.next_seq);
-        next.tokens = counter.count_message(&next);
-        history.push(next);
-        let working = WorkingContext::gather(&self.store, id, input, &config.memory)?;
-        let built = prompt::build(&config, &working, &history, &counter);
+        let (built, working) = prompt::preview(&self.store, id, &config, input, now())?;
         self.out.prompt(&config, &built, &working);
         Ok(())
     }

@@ -6,7 +6,7 @@ use somna_core::config::{AgentConfig, MemoryConfig};
 use somna_core::message::{Message, MessageKind, Role};
 use somna_core::retrieval;
 use somna_core::tokens::TokenCounter;
-use somna_core::{AgentId, Fact};
+use somna_core::{AgentId, Fact, Timestamp};
 use somna_llm::{ChatMessage, prompts};
 use somna_store::{Store, StoreError};
 
@@ -179,6 +179,38 @@ pub fn build(
         history_tokens,
         message_tokens,
     }
+}
+
+/// The prompt of the agent's next LLM call over `history` (its last user turn is the retrieval
+/// query): the one assembly the live step and every preview share.
+pub fn assemble(
+    store: &Store,
+    agent: &AgentId,
+    config: &AgentConfig,
+    history: &[Message],
+    counter: &TokenCounter,
+) -> Result<(Prompt, WorkingContext), StoreError> {
+    let working = WorkingContext::gather(store, agent, latest_input(history), &config.memory)?;
+    let built = build(config, &working, history, counter);
+    Ok((built, working))
+}
+
+/// The prompt the agent's next LLM call would receive if `input` arrived now (`somna prompt`,
+/// `somna eval recall`): the stored history plus `input` as a new user turn, nothing written.
+pub fn preview(
+    store: &Store,
+    agent: &AgentId,
+    config: &AgentConfig,
+    input: &str,
+    now: Timestamp,
+) -> Result<(Prompt, WorkingContext), StoreError> {
+    let counter = TokenCounter::for_model(&config.model);
+    let mut history = store.history(agent)?;
+    let mut next = Message::user(input).at(now);
+    next.seq = store.agent(agent)?.map_or(0, |r| r.next_seq);
+    next.tokens = counter.count_message(&next);
+    history.push(next);
+    assemble(store, agent, config, &history, &counter)
 }
 
 /// The latest user input in `history` (the retrieval query).

@@ -15,7 +15,7 @@ use somna_store::StoreError;
 use super::{AgentDeps, MAX_TOOL_ROUNDS, REPLY_MAX_TOKENS};
 use crate::compactor::{CompactError, CompactRequest, CompactionOutcome};
 use crate::events::Event;
-use crate::prompt::{self, WorkingContext};
+use crate::prompt;
 use crate::tools;
 
 /// Work that waits on the LLM; runs as a spawned future.
@@ -313,13 +313,8 @@ impl JobContext {
         let mut calibration = self.calibration;
         for _round in 0..MAX_TOOL_ROUNDS {
             let history = store.history(&self.id)?;
-            let working = WorkingContext::gather(
-                store,
-                &self.id,
-                prompt::latest_input(&history),
-                &self.config.memory,
-            )?;
-            let built = prompt::build(&self.config, &working, &history, &self.counter);
+            let (built, _) =
+                prompt::assemble(store, &self.id, &self.config, &history, &self.counter)?;
             out.working_tokens = Some(built.working_tokens);
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
