@@ -213,6 +213,12 @@ pub fn preview(
     assemble(store, agent, config, &history, &counter)
 }
 
+/// The most prompt tokens the agent's LLM call may carry: what an over-budget check compares a
+/// prompt's `total_tokens()` with.
+pub fn budget(config: &AgentConfig) -> u64 {
+    u64::from(config.compaction.max_context_tokens)
+}
+
 /// The latest user input in `history` (the retrieval query).
 pub fn latest_input(history: &[Message]) -> &str {
     history
