@@ -185,6 +185,9 @@ pub enum AgentCommand {
         agent: String,
         #[arg(long)]
         openai: bool,
+        /// With --openai: give each line its `created_at` (RFC 3339), which `import` reads back.
+        #[arg(long, requires = "openai")]
+        times: bool,
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         out: Option<PathBuf>,

@@ -353,11 +353,11 @@ impl Local {
     /// history merged in seq order) in OpenAI's shape — what `import` reads. Otherwise: every
     /// history and archive entry (summaries and placeholders included), the journal and the facts,
     /// each line tagged with its `type`.
-    pub fn export(&self, id: &AgentId, openai: bool, out: &mut dyn Write) -> Result<()> {
+    pub fn export(&self, id: &AgentId, openai: Option<bool>, out: &mut dyn Write) -> Result<()> {
         self.agent_config(id)?;
         let history = self.store.history(id)?;
         let archive = self.store.archive_range(id, 0, usize::MAX)?;
-        if openai {
+        if let Some(times) = openai {
             let mut originals: Vec<&Message> = archive
                 .iter()
                 .filter(|m| !matches!(m.kind, MessageKind::Summary(_)))
@@ -365,7 +365,7 @@ impl Local {
                 .collect();
             originals.sort_by_key(|m| m.seq);
             for m in originals {
-                writeln!(out, "{}", interchange::to_line(m))?;
+                writeln!(out, "{}", interchange::to_line_with(m, times))?;
             }
             return Ok(());
         }

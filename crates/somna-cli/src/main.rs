@@ -195,13 +195,14 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
         Command::Agent(AgentCommand::Export {
             agent,
             openai,
+            times,
             out: path,
         }) => {
             let (config, store) = open(&cli)?;
             export(
                 &Local { config, store, out },
                 &agent_id(agent)?,
-                *openai,
+                (*openai).then_some(*times),
                 path.as_deref(),
             )?;
             Ok(ExitCode::SUCCESS)
@@ -312,8 +313,8 @@ fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
     }
 }
 
-/// `somna export`: to `path`, or to standard output.
-fn export(local: &Local, id: &AgentId, openai: bool, path: Option<&Path>) -> Result<()> {
+/// `somna export`: to `path`, or to standard output. `openai`: OpenAI JSONL, with times or not.
+fn export(local: &Local, id: &AgentId, openai: Option<bool>, path: Option<&Path>) -> Result<()> {
     match path {
         Some(path) => {
             let mut f = std::io::BufWriter::new(

@@ -253,9 +253,15 @@ impl Out {
                 "model": config.model,
                 "messages": prompt.messages,
                 "message_tokens": prompt.message_tokens,
+                "total_tokens": prompt.total_tokens(),
+                "budget_tokens": prompt.budget,
+                "reply_reserve_tokens": prompt.reply_reserve,
                 "persona_tokens": prompt.persona_tokens,
+                "summary_tokens": prompt.summary_tokens,
                 "working_context_tokens": prompt.working_tokens,
                 "history_tokens": prompt.history_tokens,
+                "dropped_turns": prompt.dropped_turns,
+                "working_context_index": prompt.note_index,
                 "working_context": working,
             }));
             return;
@@ -283,17 +289,27 @@ impl Out {
         }
         let total = prompt.total_tokens();
         println!(
-            "── {} messages · {} tokens: persona {}, working context {} ({} facts, {} archived), history {} · {:.1}% of {}",
+            "── {} messages · {} tokens of a {}-token budget ({} window − {} reserved for the reply): \
+             persona {}, summary {}, working context {} ({} facts, {} archived turns), history {}",
             prompt.messages.len(),
             total,
+            prompt.budget,
+            config.compaction.max_context_tokens,
+            prompt.reply_reserve,
             prompt.persona_tokens,
+            prompt.summary_tokens,
             prompt.working_tokens,
             working.facts.len(),
-            working.archived.len(),
+            working.turns().count(),
             prompt.history_tokens,
-            100.0 * total as f64 / f64::from(config.compaction.max_context_tokens.max(1)),
-            config.compaction.max_context_tokens
         );
+        if prompt.dropped_turns > 0 {
+            println!(
+                "── {} oldest live turn(s) left out to fit the budget (still in history; the next \
+                 tick compacts)",
+                prompt.dropped_turns
+            );
+        }
     }
 
     pub fn config_ok(&self, path: &Path, cfg: &ResolvedConfig) {

@@ -105,11 +105,7 @@ fn commands_print_text_unless_json_is_given() {
     let is_json = |o: &Output| serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok();
     // Each command: its text form, then its --json form.
     let cases: [(&[&str], &str); 6] = [
-        // The import left nothing worth compacting: the builtin summary would not save enough.
-        (
-            &["compact", "smith", "--force"],
-            "stalled: the summary would save only ",
-        ),
+        (&["compact", "smith", "--force"], "compacted (manual, "),
         (&["sleep", "smith"], "slept"),
         (
             &["configure", "smith", "compaction.sleep_threshold=0.65"],
@@ -312,16 +308,23 @@ fn import_export_round_trip_of_10000_messages_and_prompt_preview() {
         "{system}"
     );
     assert!(system.contains("[CONTEXT SUMMARY]"), "{system}");
+    // What is recalled for this input is a note right before it, not in the stable prefix.
+    assert!(!system.contains("[WORKING CONTEXT]"), "{system}");
+    let note_at = v["working_context_index"].as_u64().unwrap() as usize;
+    assert_eq!(note_at, messages.len() - 2);
+    let note = messages[note_at]["content"].as_str().unwrap();
+    assert!(note.starts_with("[WORKING CONTEXT]"), "{note}");
     assert!(
-        system.contains("## Earlier conversation that may be relevant (archived)"),
-        "{system}"
+        note.contains("## Earlier conversation that may be relevant (archived)"),
+        "{note}"
     );
     assert!(
-        !v["working_context"]["archived"]
+        !v["working_context"]["excerpts"]
             .as_array()
             .unwrap()
             .is_empty()
     );
+    assert!(v["total_tokens"].as_u64().unwrap() <= v["budget_tokens"].as_u64().unwrap());
     assert!(messages.len() > 10, "the tail follows the summary");
     assert_eq!(
         messages.last().unwrap()["content"],
@@ -394,13 +397,13 @@ fn send_refuses_input_over_the_limit() {
     std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
     let o = somna(dir.path(), &["create", "smith"]);
     assert!(o.status.success(), "{}", text(&o));
-    // (0.8 × 2000 − 500) / 2 = 550 tokens.
+    // (0.8 × 2000 − 500 − 0.25 × 2000) / 2 = 300 tokens.
     let big = "The miller's cart lost a wheel by the north gate. ".repeat(200);
     let o = somna(dir.path(), &["send", "smith", &big]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("above this agent's limit of 550 (compaction.max_input_tokens)"),
+        t.contains("above this agent's limit of 300 (compaction.max_input_tokens)"),
         "{t}"
     );
     let o = somna(dir.path(), &["history", "smith", "--json"]);
@@ -409,4 +412,67 @@ fn send_refuses_input_over_the_limit() {
     assert!(history.is_empty(), "nothing was written: {history:?}");
     let o = somna(dir.path(), &["send", "smith", "Good morning."]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// `import` keeps each line's `created_at`; `export --openai --times` writes it back, and the
+/// prompt dates what it recalls.
+#[test]
+fn import_keeps_message_times_and_export_writes_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let lines: Vec<String> = (0..300)
+        .map(|i| {
+            let (role, name, text) = if i % 2 == 0 {
+                ("user", "Nora", format!("Day {i}: the ferry to Lisbon runs late again, number {i}."))
+            } else {
+                ("assistant", "Omar", format!("Reply {i}: I keep a kettle on for you, number {i}."))
+            };
+            let day = 1 + i / 20;
+            format!(
+                r#"{{"role":"{role}","content":"{text}","name":"{name}","created_at":"2023-05-{day:02}T10:{:02}:00Z"}}"#,
+                i % 60
+            )
+        })
+        .collect();
+    let input = lines.join("\n") + "\n";
+    std::fs::write(dir.path().join("dated.jsonl"), &input).unwrap();
+    let o = somna(dir.path(), &["import", "nora", "dated.jsonl", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = somna(dir.path(), &["export", "nora", "--openai", "--times"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), input);
+    // A bad time is refused at its line, before anything is written.
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"role\":\"user\",\"content\":\"x\",\"created_at\":\"tuesday\"}\n",
+    )
+    .unwrap();
+    let o = somna(dir.path(), &["import", "other", "bad.jsonl", "-q"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("line 1: created_at \"tuesday\" is not an RFC 3339 time"),
+        "{}",
+        text(&o)
+    );
+    // The prompt dates what it recalls from the archive.
+    let o = somna(
+        dir.path(),
+        &[
+            "prompt",
+            "nora",
+            "--input",
+            "What about the ferry to Lisbon, number 4?",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let note = v["messages"][v["working_context_index"].as_u64().unwrap() as usize]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        note.contains("[2023-05-01 10:04] Nora: Day 4: the ferry to Lisbon"),
+        "{note}"
+    );
 }

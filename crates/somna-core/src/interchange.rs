@@ -5,10 +5,15 @@
 //! {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}}]}
 //! {"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}
 //! ```
+//!
+//! A line may carry `"created_at"`, an RFC 3339 time (`"2023-05-08T13:56:00Z"`): when the message
+//! was said. Somna keeps it (the working context dates what it recalls); a line without it is
+//! stamped with the import's time.
 
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, Role, ToolCall};
+use crate::time::Timestamp;
 
 /// One line of OpenAI-format JSONL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +29,9 @@ pub struct OpenAiMessage {
     pub tool_calls: Vec<OpenAiToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// When the message was said, RFC 3339 (an extension of OpenAI's shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
 }
 
 /// A message's content: a string or a list of parts.
@@ -82,10 +90,16 @@ pub enum InterchangeError {
     /// A non-tool message with neither text nor tool calls.
     #[error("the message has neither content nor tool_calls")]
     Empty,
+    /// `created_at` is not an RFC 3339 time.
+    #[error("created_at {value:?} is not an RFC 3339 time such as \"2023-05-08T13:56:00Z\"")]
+    Time {
+        /// The value found.
+        value: String,
+    },
 }
 
-/// Parses one JSONL line into a message (seq, time and tokens are left for the caller). Errors
-/// name what is wrong.
+/// Parses one JSONL line into a message (seq and tokens are left for the caller; `created_at` is
+/// the line's time, or zero when it has none). Errors name what is wrong.
 pub fn parse_line(line: &str) -> Result<Message, InterchangeError> {
     let m: OpenAiMessage =
         serde_json::from_str(line).map_err(|e| InterchangeError::NotAMessage {
@@ -108,6 +122,10 @@ pub fn parse_line(line: &str) -> Result<Message, InterchangeError> {
         return Err(InterchangeError::Empty);
     }
     let mut msg = Message::new(role, content);
+    if let Some(value) = m.created_at {
+        msg.created_at =
+            Timestamp::parse_rfc3339(value.trim()).map_err(|_| InterchangeError::Time { value })?;
+    }
     msg.name = m.name;
     msg.tool_call_id = m.tool_call_id;
     msg.tool_calls = m
@@ -122,8 +140,8 @@ pub fn parse_line(line: &str) -> Result<Message, InterchangeError> {
     Ok(msg)
 }
 
-/// The message as one JSONL line in OpenAI's shape.
-pub fn to_line(m: &Message) -> String {
+/// The message as one JSONL line in OpenAI's shape, with its `created_at` when `with_time`.
+pub fn to_line_with(m: &Message, with_time: bool) -> String {
     let line = OpenAiMessage {
         role: m.role.as_str().to_string(),
         content: if m.content.is_empty() && m.has_tool_calls() {
@@ -145,8 +163,15 @@ pub fn to_line(m: &Message) -> String {
             })
             .collect(),
         tool_call_id: m.tool_call_id.clone(),
+        created_at: with_time
+            .then(|| humantime::format_rfc3339_seconds(m.created_at.to_system_time()).to_string()),
     };
     serde_json::to_string(&line).unwrap_or_default()
+}
+
+/// The message as one JSONL line in OpenAI's shape (no time).
+pub fn to_line(m: &Message) -> String {
+    to_line_with(m, false)
 }
 
 #[cfg(test)]
@@ -186,5 +211,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(parts.content, "a");
+        let late = err(r#"{"role":"user","content":"x","created_at":"yesterday"}"#);
+        assert!(
+            late.to_string()
+                .contains("created_at \"yesterday\" is not an RFC 3339 time"),
+            "{late}"
+        );
+    }
+
+    #[test]
+    fn times_are_read_and_written() {
+        let line =
+            r#"{"role":"user","content":"Hi","name":"Nora","created_at":"2023-05-08T13:56:00Z"}"#;
+        let m = parse_line(line).unwrap();
+        assert_eq!(m.created_at.minute_label(), "2023-05-08 13:56");
+        assert_eq!(to_line_with(&m, true), line);
+        assert_eq!(
+            to_line(&m),
+            r#"{"role":"user","content":"Hi","name":"Nora"}"#
+        );
+        assert_eq!(
+            parse_line(r#"{"role":"user","content":"Hi"}"#)
+                .unwrap()
+                .created_at,
+            Timestamp::ZERO
+        );
     }
 }

@@ -52,6 +52,16 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// The date and minute in UTC, `2023-05-08 13:56`: how the prompt dates what was said.
+    pub fn minute_label(self) -> String {
+        let full = humantime::format_rfc3339_seconds(self.to_system_time()).to_string();
+        // `2023-05-08T13:56:00Z` → `2023-05-08 13:56`.
+        full.get(..16)
+            .map_or(full.clone(), |s| s.replacen('T', " ", 1))
+    }
+}
+
 impl fmt::Display for Timestamp {
     /// RFC 3339 with millisecond precision.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -66,6 +76,12 @@ impl fmt::Display for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minute_labels_are_utc_dates_and_minutes() {
+        let t = Timestamp::parse_rfc3339("2023-05-08T13:56:42Z").unwrap();
+        assert_eq!(t.minute_label(), "2023-05-08 13:56");
+    }
 
     #[test]
     fn rfc3339_round_trip() {

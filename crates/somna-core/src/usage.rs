@@ -2,11 +2,21 @@
 //!
 //! Usage = (persona + working context + live history) tokens by the local count, calibrated for
 //! tokenizers Somna only estimates (times [`Calibration::effective_factor`], rounded up, never
-//! below the local count), divided by `max_context_tokens`. Every caller (the compaction plan, the
-//! agent's tick and status, the compaction engine and the import) computes it with [`Usage::new`],
-//! so they always agree on the same agent.
+//! below the local count), divided by `max_context_tokens`. The working context counts with its
+//! budget (`compaction.working_share` of the window) whether or not a turn fills it, so usage is
+//! O(1), the same for every caller, and what compaction frees stays free for it
+//! ([`fixed_tokens`]). Every caller (the compaction plan, the agent's tick and status, the
+//! compaction engine, the import and the prompt preview) computes it with [`Usage::new`] over
+//! [`fixed_tokens`], so they always agree on the same agent.
 
+use crate::config::CompactionConfig;
 use crate::tokens::{Calibration, TokenCounter};
+
+/// The tokens every usage check counts besides the live history: the persona and the working
+/// context's budget.
+pub fn fixed_tokens(compaction: &CompactionConfig, persona_tokens: u64) -> u64 {
+    persona_tokens.saturating_add(compaction.working_budget())
+}
 
 /// How full a prompt makes the context window.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +89,21 @@ mod tests {
         assert_eq!(Usage::new(0, 3, 1.1, 2_000).calibrated, 4);
         // A zero window counts as one token.
         assert_eq!(Usage::new(0, 3, 1.0, 0).fraction(), 3.0);
+    }
+
+    #[test]
+    fn the_working_budget_counts_whether_filled_or_not() {
+        let c = CompactionConfig {
+            max_context_tokens: 4_000,
+            working_share: 0.25,
+            ..CompactionConfig::default()
+        };
+        assert_eq!(fixed_tokens(&c, 50), 1_050);
+        let off = CompactionConfig {
+            working_share: 0.0,
+            ..c
+        };
+        assert_eq!(fixed_tokens(&off, 50), 50);
     }
 
     #[test]

@@ -50,7 +50,7 @@ Write only the sections, no preamble.",
 /// The summary instructions an agent's config asks for: `compact_prompt`, or the default.
 pub fn summary_instructions(cfg: &CompactionConfig) -> String {
     if cfg.compact_prompt.trim().is_empty() {
-        default_summary_instructions(&cfg.sections, cfg.summary_max_tokens)
+        default_summary_instructions(&cfg.section_caps(), cfg.summary_cap())
     } else {
         cfg.compact_prompt.clone()
     }
@@ -118,7 +118,7 @@ fn summarizer_request(
         Purpose::Summarize,
         format!("{instructions}\n\n{DATA_NOTICE}"),
         format!("{data}\n\n{REMINDER}"),
-        cfg.summary_max_tokens,
+        cfg.summary_cap(),
         0.2,
     )
 }
@@ -413,6 +413,11 @@ pub fn text_of_score_request(prompt: &str) -> &str {
 
 /// The heading of the memory facts in the chat prompt's working context.
 pub const MEMORY_HEADING: &str = "## What you remember";
+/// The first line of the context note the chat prompt carries right before the latest user turn:
+/// what follows was recalled for this turn, it is not part of the conversation.
+pub const WORKING_CONTEXT_NOTE: &str = "[WORKING CONTEXT] Recalled from your memory and earlier \
+conversation for the message that follows. It is background, not something anyone just said; \
+the times are when it was said.";
 /// The heading of the recalled archive excerpts in the chat prompt's working context.
 pub const ARCHIVE_HEADING: &str = "## Earlier conversation that may be relevant (archived)";
 

@@ -19,7 +19,8 @@ use somna_llm::transcript::Turn;
 use somna_llm::{LlmClient, LlmError, builtin};
 use somna_store::{CommitOutcome, CompactionCommit, Store, StoreError, UncompactOutcome};
 
-/// A compaction that saves less than this share of the prompt is a stall: it is not committed.
+/// A compaction that saves less than this share of the live history's tokens is a stall: it is not
+/// committed.
 pub const STALL_REDUCTION_PCT: f64 = 5.0;
 /// Most summaries merged in one request when a chunked body is merged.
 const MERGE_FAN_IN: usize = 8;
@@ -391,7 +392,12 @@ impl Compactor {
         let tokens_before = plan.tokens_before;
         let tokens_after =
             tokens_before.saturating_sub(plan.body_tokens) + u64::from(summary.tokens);
-        let pct = reduction_pct(tokens_before, tokens_after);
+        // The stall guard weighs what compaction acts on, the live history: the fixed part of the
+        // prompt (the persona, the working context's reserve) would hide a real saving.
+        let pct = reduction_pct(
+            tokens_before.saturating_sub(req.fixed_tokens),
+            tokens_after.saturating_sub(req.fixed_tokens),
+        );
         if pct < STALL_REDUCTION_PCT {
             tracing::warn!(agent = %req.agent, reduction = format!("{pct:.1}%"), "compaction stalled: not committed");
             return Ok(Committed::Stalled(pct));
@@ -609,8 +615,8 @@ summaries of summaries may lose accuracy"
                     let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
                     builtin::extractive::summarize(
                         &turns,
-                        &cfg.sections,
-                        cfg.summary_max_tokens,
+                        &cfg.section_caps(),
+                        cfg.summary_cap(),
                         &|s: &str| counter.count_text(s),
                     )
                     .render()
@@ -805,12 +811,12 @@ fn validate_summary(
     if let Some(why) = prompts::summary_shape_problem(text, cfg) {
         return Err(SummaryFailure::Invalid(why));
     }
-    let cap = (f64::from(cfg.summary_max_tokens) * SUMMARY_CAP_SLACK) as u64;
+    let cap = (f64::from(cfg.summary_cap()) * SUMMARY_CAP_SLACK) as u64;
     let measured = server_tokens.filter(|t| *t > 0).map_or(tokens, u64::from);
     if measured > cap {
         return Err(SummaryFailure::Invalid(format!(
-            "{measured} tokens, over summary_max_tokens ({})",
-            cfg.summary_max_tokens
+            "{measured} tokens, over the summary's cap ({}, compaction.summary_max_tokens)",
+            cfg.summary_cap()
         )));
     }
     Ok(())

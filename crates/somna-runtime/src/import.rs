@@ -8,7 +8,7 @@ use somna_core::interchange;
 use somna_core::message::Message;
 use somna_core::record::Trigger;
 use somna_core::tokens::TokenCounter;
-use somna_core::usage::{Usage, calibration_factor};
+use somna_core::usage::{self, Usage, calibration_factor};
 use somna_core::{AgentId, Timestamp};
 use somna_store::{Store, StoreError};
 
@@ -36,7 +36,8 @@ pub struct ImportReport {
     pub fallbacks: usize,
     pub history_len: u64,
     pub archive_len: u64,
-    /// Usage after the import, 0–1 (persona + history, calibrated), as the agent measures it.
+    /// Usage after the import, 0–1 (persona + working budget + history, calibrated), as the agent
+    /// measures it.
     pub usage: f64,
 }
 
@@ -64,7 +65,9 @@ pub async fn import_jsonl(
             line: i + 1,
             message: e.to_string(),
         })?;
-        m.created_at = now;
+        if m.created_at == Timestamp::ZERO {
+            m.created_at = now;
+        }
         m.tokens = counter.count_message(&m);
         // The live runtime refuses such input (`InboundError::TooLarge`); so does an import.
         if m.tokens > limit {
@@ -80,7 +83,12 @@ pub async fn import_jsonl(
         messages.push(m);
     }
     store.ensure_agent(agent, now)?;
-    let fixed = u64::from(counter.count_text(&config.persona));
+    // What the live agent counts besides its history: the persona and the working context's
+    // budget (one usage formula, somna_core::usage).
+    let fixed = usage::fixed_tokens(
+        &config.compaction,
+        u64::from(counter.count_text(&config.persona)),
+    );
     // The usage the agent would measure: its stored calibration applies to imported history too
     // (an import does not change it).
     let calibration = store

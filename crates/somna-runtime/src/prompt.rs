@@ -1,183 +1,431 @@
-//! Building an agent's prompt: persona, working context (relevant memory facts and archived turns),
-//! then the live history (with its compaction summary) — exactly what the LLM call receives.
+//! The agent's prompt: what its LLM call receives, within a budget, in a cache-stable order.
+//!
+//! **Layout.** `[system: persona + leading summary] [live history, in order] [context note]
+//! [latest user turn] [what followed it in this step]`. Everything that is the same from one turn
+//! to the next between two compactions — the persona, the summary, the live history — comes first
+//! and in order, so a model server's prefix cache (vLLM, llama.cpp, SGLang, OpenAI, Anthropic)
+//! reuses it; what changes every turn — the working context, retrieved anew for the latest input —
+//! is one system message placed right before the latest user turn, so only it and the newly
+//! appended turns are prefilled again. docs/llm.md says more.
+//!
+//! **Budget.** The window is split explicitly: the reply's reserve (`max_reply_tokens`) is never
+//! used; the persona, the summary and the live history take what they need; the working context
+//! fills at most `working_share` of the window with what is left, most relevant first. A prompt
+//! never exceeds `max_context_tokens − max_reply_tokens`: if the live history alone would (the
+//! emergency compaction normally prevents it), the oldest turns are left out of this prompt —
+//! never out of the store — keeping tool calls with their results.
+//!
+//! **Working context.** Memory facts, then excerpts of the archive: each hit of the store's index
+//! with the turn before it and the reply after it, merged where they overlap, dated and named,
+//! in the order they were said.
 
 use serde::Serialize;
-use somna_core::config::{AgentConfig, MemoryConfig};
+use somna_core::config::AgentConfig;
 use somna_core::message::{Message, MessageKind, Role};
-use somna_core::retrieval;
-use somna_core::tokens::TokenCounter;
+use somna_core::tokens::{REPLY_PRIMING, TokenCounter};
 use somna_core::{AgentId, Fact, Timestamp};
 use somna_llm::{ChatMessage, prompts};
-use somna_store::{Store, StoreError};
+use somna_store::{DocKind, Store, StoreError};
 
-/// How many of the most recent archived messages retrieval looks at.
-pub const ARCHIVE_SEARCH_WINDOW: u64 = 2_000;
-/// Longest excerpt of an archived message in the working context, in characters.
-const EXCERPT_CHARS: usize = 300;
+/// An archived turn longer than this share of the working budget is cut in an excerpt.
+const MAX_TURN_SHARE: u64 = 4;
 
 /// What the agent remembers that is relevant to the latest input.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct WorkingContext {
     /// Memory facts, most relevant first.
     pub facts: Vec<Fact>,
-    /// Archived (compacted away) messages, most relevant first.
-    pub archived: Vec<Message>,
+    /// Archive excerpts (each a hit with its neighbouring turns), in the order they were said.
+    pub excerpts: Vec<Excerpt>,
+}
+
+/// A run of consecutive archived turns around one or more search hits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Excerpt {
+    /// The turns, in seq order (originals: never summaries or placeholders).
+    pub turns: Vec<Message>,
+    /// The best score of a hit in the run.
+    pub score: f64,
 }
 
 impl WorkingContext {
-    /// Retrieves the top-k facts and archived messages for `query` (BM25 keyword scoring).
+    /// Fills at most `budget` tokens with what the agent remembers about `query`: memory facts
+    /// (at most `working_facts`), then archive hits (at most `working_archive`) with their
+    /// neighbouring turns, most relevant first. Reads only the index's postings for the query.
     pub fn gather(
         store: &Store,
         agent: &AgentId,
         query: &str,
-        memory: &MemoryConfig,
+        config: &AgentConfig,
+        counter: &TokenCounter,
+        budget: u64,
     ) -> Result<Self, StoreError> {
-        if query.trim().is_empty() {
-            return Ok(WorkingContext::default());
-        }
         let mut out = WorkingContext::default();
+        if query.trim().is_empty() || budget == 0 {
+            return Ok(out);
+        }
+        let memory = &config.memory;
+        // The headings and the note's framing.
+        let mut used = u64::from(counter.count_text(prompts::WORKING_CONTEXT_NOTE))
+            + u64::from(counter.count_text(prompts::MEMORY_HEADING))
+            + u64::from(counter.count_text(prompts::ARCHIVE_HEADING))
+            + 8;
         if memory.working_facts > 0 {
-            let facts = store.facts(agent)?;
-            let texts: Vec<&str> = facts.iter().map(|f| f.text.as_str()).collect();
-            out.facts = retrieval::top_k(query, &texts, memory.working_facts as usize)
-                .into_iter()
-                .map(|h| facts[h.index].clone())
-                .collect();
+            let hits = store.search(agent, DocKind::Fact, query, memory.working_facts as usize)?;
+            if !hits.is_empty() {
+                let facts = store.facts(agent)?;
+                for hit in hits {
+                    let Some(fact) = facts.iter().find(|f| f.id == hit.id) else {
+                        continue;
+                    };
+                    let cost = u64::from(counter.count_text(&fact.text)) + 2;
+                    if used + cost <= budget {
+                        used += cost;
+                        out.facts.push(fact.clone());
+                    }
+                }
+            }
         }
-        if memory.working_archive > 0 {
-            out.archived = search_archive(store, agent, query, memory.working_archive as usize)?;
+        if memory.working_archive == 0 {
+            return Ok(out);
         }
+        let hits = store.search_archive(agent, query, memory.working_archive as usize)?;
+        let turn_cap = (budget / MAX_TURN_SHARE).max(32);
+        // Runs of consecutive seqs chosen so far, keyed by their first seq.
+        let mut chosen: Vec<Excerpt> = Vec::new();
+        let mut have = std::collections::BTreeSet::new();
+        for hit in hits {
+            let seq = hit.message.seq;
+            if have.contains(&seq) {
+                continue;
+            }
+            // The turn before the hit and the reply after it, when they are archived too (a live
+            // neighbour is in the prompt already).
+            let mut run = Vec::with_capacity(3);
+            if let Some(prev) = seq.checked_sub(1) {
+                if !have.contains(&prev) {
+                    run.extend(store.archived_message(agent, prev)?);
+                }
+            }
+            run.push(hit.message);
+            if !have.contains(&(seq + 1)) {
+                run.extend(store.archived_message(agent, seq + 1)?);
+            }
+            run.retain(|m| !m.content.trim().is_empty());
+            let cost: u64 = run
+                .iter()
+                .map(|m| u64::from(counter.count_text(&excerpt_line(m, turn_cap, counter))) + 1)
+                .sum::<u64>()
+                + 1;
+            // The hit alone when its neighbours do not fit.
+            let (run, cost) = if used + cost <= budget {
+                (run, cost)
+            } else {
+                let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
+                    continue;
+                };
+                let cost =
+                    u64::from(counter.count_text(&excerpt_line(&only, turn_cap, counter))) + 2;
+                if used + cost > budget {
+                    continue;
+                }
+                (vec![only], cost)
+            };
+            used += cost;
+            have.extend(run.iter().map(|m| m.seq));
+            chosen.push(Excerpt {
+                turns: run,
+                score: hit.score,
+            });
+        }
+        out.excerpts = merge_runs(chosen);
         Ok(out)
     }
 
     /// True when there is nothing to add to the prompt.
     pub fn is_empty(&self) -> bool {
-        self.facts.is_empty() && self.archived.is_empty()
+        self.facts.is_empty() && self.excerpts.is_empty()
     }
 
-    /// The working context as a prompt section, or `None` when empty.
-    pub fn render(&self) -> Option<String> {
+    /// The archived turns the working context holds, in seq order.
+    pub fn turns(&self) -> impl Iterator<Item = &Message> {
+        self.excerpts.iter().flat_map(|e| e.turns.iter())
+    }
+
+    /// The working context as the text of the context note, or `None` when empty. Turns longer
+    /// than `turn_cap` tokens are cut.
+    pub fn render(&self, counter: &TokenCounter, turn_cap: u64) -> Option<String> {
         if self.is_empty() {
             return None;
         }
-        let mut out = String::new();
+        let mut out = String::from(prompts::WORKING_CONTEXT_NOTE);
         if !self.facts.is_empty() {
+            out.push_str("\n\n");
             out.push_str(prompts::MEMORY_HEADING);
-            out.push('\n');
             for f in &self.facts {
-                out.push_str(&format!("- {}\n", f.text));
+                out.push_str("\n- ");
+                out.push_str(&f.text);
             }
         }
-        if !self.archived.is_empty() {
-            if !out.is_empty() {
-                out.push('\n');
-            }
+        if !self.excerpts.is_empty() {
+            out.push_str("\n\n");
             out.push_str(prompts::ARCHIVE_HEADING);
-            out.push('\n');
-            for m in &self.archived {
-                out.push_str(&format!(
-                    "- [#{} {}{}] {}\n",
-                    m.seq,
-                    m.role,
-                    m.name
-                        .as_deref()
-                        .map_or_else(String::new, |n| format!(" ({n})")),
-                    excerpt(&m.content, EXCERPT_CHARS)
-                ));
+            for (i, excerpt) in self.excerpts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str("\n…");
+                }
+                for m in &excerpt.turns {
+                    out.push('\n');
+                    out.push_str(&excerpt_line(m, turn_cap, counter));
+                }
             }
         }
-        Some(out.trim_end().to_string())
+        Some(out)
     }
 }
 
-/// Searches the agent's most recent archived messages for `query`.
-pub fn search_archive(
-    store: &Store,
-    agent: &AgentId,
-    query: &str,
-    k: usize,
-) -> Result<Vec<Message>, StoreError> {
-    let next = store.agent(agent)?.map_or(0, |r| r.next_seq);
-    let from = next.saturating_sub(ARCHIVE_SEARCH_WINDOW);
-    let archived: Vec<Message> = store
-        .archive_range(agent, from, ARCHIVE_SEARCH_WINDOW as usize)?
-        .into_iter()
-        .filter(|m| m.is_normal() && !m.content.trim().is_empty())
-        .collect();
-    let texts: Vec<&str> = archived.iter().map(|m| m.content.as_str()).collect();
-    Ok(retrieval::top_k(query, &texts, k)
-        .into_iter()
-        .map(|h| archived[h.index].clone())
-        .collect())
+/// Orders runs by their first seq and merges runs that touch or overlap into one excerpt.
+fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
+    runs.sort_by_key(|r| r.turns.first().map_or(0, |m| m.seq));
+    let mut out: Vec<Excerpt> = Vec::with_capacity(runs.len());
+    for run in runs {
+        match out.last_mut() {
+            Some(last)
+                if matches!(
+                    (last.turns.last(), run.turns.first()),
+                    (Some(a), Some(b)) if b.seq <= a.seq + 1
+                ) =>
+            {
+                let end = last.turns.last().map_or(0, |m| m.seq);
+                last.turns
+                    .extend(run.turns.into_iter().filter(|m| m.seq > end));
+                last.score = last.score.max(run.score);
+            }
+            _ => out.push(run),
+        }
+    }
+    out
+}
+
+/// One archived turn as the prompt shows it: `[2023-05-08 13:56] Nora: text`, on one line, cut to
+/// about `cap` tokens.
+fn excerpt_line(m: &Message, cap: u64, counter: &TokenCounter) -> String {
+    let who = m.name.as_deref().unwrap_or(match m.role {
+        Role::User => "user",
+        Role::Assistant => "you",
+        Role::Tool => "tool",
+        Role::System => "system",
+    });
+    let text = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = if u64::from(counter.count_text(&text)) <= cap {
+        text
+    } else {
+        // About four characters a token; cut at a word boundary.
+        let max_chars = usize::try_from(cap.saturating_mul(4)).unwrap_or(usize::MAX);
+        let mut cut: String = text.chars().take(max_chars).collect();
+        if let Some(space) = cut.rfind(' ') {
+            cut.truncate(space);
+        }
+        format!("{cut} …")
+    };
+    format!("[{}] {who}: {text}", m.created_at.minute_label())
 }
 
 /// A built prompt with its token breakdown.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Prompt {
+    /// What the LLM call receives, in order.
     pub messages: Vec<ChatMessage>,
-    /// Tokens of the persona.
-    pub persona_tokens: u64,
-    /// Tokens of the working context section.
-    pub working_tokens: u64,
-    /// Tokens of the live history (summary included).
-    pub history_tokens: u64,
-    /// Per message, the token count (same order as `messages`).
+    /// Per message, its token count (same order as `messages`).
     pub message_tokens: Vec<u32>,
+    /// Tokens of the persona (the leading system message without the summary).
+    pub persona_tokens: u64,
+    /// Tokens of the compaction summaries in the prompt.
+    pub summary_tokens: u64,
+    /// Tokens of the context note (the working context).
+    pub working_tokens: u64,
+    /// Tokens of the live turns (summaries excluded).
+    pub history_tokens: u64,
+    /// The most tokens this prompt may take (`max_context_tokens − max_reply_tokens`).
+    pub budget: u64,
+    /// The tokens kept free for the reply.
+    pub reply_reserve: u64,
+    /// Where the context note sits in `messages`, if there is one.
+    pub note_index: Option<usize>,
+    /// Live turns left out of this prompt (oldest first) because the history alone was over the
+    /// budget; they are still in the store.
+    pub dropped_turns: usize,
 }
 
 impl Prompt {
-    /// All prompt tokens.
+    /// All prompt tokens: the messages plus the reply priming every chat prompt carries.
     pub fn total_tokens(&self) -> u64 {
-        self.persona_tokens + self.working_tokens + self.history_tokens
+        self.message_tokens
+            .iter()
+            .map(|&t| u64::from(t))
+            .sum::<u64>()
+            + u64::from(REPLY_PRIMING)
     }
 }
 
-/// Builds the messages of the agent's next LLM call. Summary messages (role system) stay where the
-/// history has them; a leading summary is merged into the first system message, since some chat
-/// templates accept only one system message at the start.
+/// Builds the messages of the agent's next LLM call from its live `history` and `working`
+/// context (see the module docs for the layout and the budget). Leading summaries are merged into
+/// the first system message (some chat templates accept only one system message at the start);
+/// later summaries stay where the history has them.
 pub fn build(
     config: &AgentConfig,
     working: &WorkingContext,
     history: &[Message],
     counter: &TokenCounter,
 ) -> Prompt {
-    let persona_tokens = u64::from(counter.count_text(&config.persona));
+    let budget = config.compaction.prompt_budget();
+    let reply_reserve = u64::from(config.compaction.max_reply_tokens);
     let mut system = config.persona.clone();
-    let mut working_tokens = 0;
-    if let Some(section) = working.render() {
-        working_tokens = u64::from(counter.count_text(&section)) + 2;
-        system.push_str("\n\n");
-        system.push_str(&section);
-    }
-    let mut messages = Vec::with_capacity(history.len() + 1);
-    let mut message_tokens = Vec::with_capacity(history.len() + 1);
+    let mut summary_tokens = 0u64;
     let mut rest = history;
-    let mut history_tokens = 0u64;
     while let Some((first, tail)) = rest.split_first() {
         if first.role == Role::System && matches!(first.kind, MessageKind::Summary(_)) {
             system.push_str("\n\n");
             system.push_str(&first.content);
-            history_tokens += u64::from(first.tokens);
+            summary_tokens += u64::from(first.tokens);
             rest = tail;
         } else {
             break;
         }
     }
-    let system_message = ChatMessage::system(system);
-    message_tokens
-        .push(counter.count_message(&Message::new(Role::System, &system_message.content)));
-    messages.push(system_message);
+    let mut system_tokens = counter.count_message(&Message::new(Role::System, &system));
+    // Over the budget without a working context: leave the oldest turns out of this prompt.
+    let fixed = |system_tokens: u32, rest: &[Message]| {
+        u64::from(system_tokens)
+            + rest.iter().map(|m| u64::from(m.tokens)).sum::<u64>()
+            + u64::from(REPLY_PRIMING)
+    };
+    let mut dropped_turns = 0;
+    while fixed(system_tokens, rest) > budget && rest.len() > 1 {
+        let n = droppable_prefix(rest);
+        dropped_turns += n;
+        rest = &rest[n..];
+    }
+    if fixed(system_tokens, rest) > budget && summary_tokens > 0 {
+        // Even the latest turn does not fit beside the summary: the persona alone, then.
+        system = config.persona.clone();
+        system_tokens = counter.count_message(&Message::new(Role::System, &system));
+        summary_tokens = 0;
+    }
+    let persona_tokens = u64::from(system_tokens).saturating_sub(summary_tokens);
+
+    let mut messages = Vec::with_capacity(rest.len() + 2);
+    let mut message_tokens = Vec::with_capacity(rest.len() + 2);
+    messages.push(ChatMessage::system(system));
+    message_tokens.push(system_tokens);
+    let mut history_tokens = 0u64;
     for m in rest {
+        if matches!(m.kind, MessageKind::Summary(_)) {
+            summary_tokens += u64::from(m.tokens);
+        } else {
+            history_tokens += u64::from(m.tokens);
+        }
         messages.push(ChatMessage::from(m));
         message_tokens.push(m.tokens);
-        history_tokens += u64::from(m.tokens);
+    }
+    if let Some(last) = message_tokens.last_mut() {
+        // A latest turn that alone is over the budget (an input above every limit) is cut.
+        let over = fixed(system_tokens, rest).saturating_sub(budget);
+        if over > 0 && messages.len() > 1 {
+            if let Some(m) = messages.last_mut() {
+                let keep = u64::from(*last).saturating_sub(over + 8);
+                m.content = cut_to_tokens(&m.content, keep, counter);
+                let cut = counter.count_message(&Message::new(m.role, &m.content));
+                history_tokens = history_tokens.saturating_sub(u64::from(*last)) + u64::from(cut);
+                *last = cut;
+            }
+        }
+    }
+
+    // The working context fills what is left, up to its share of the window.
+    let mut working_tokens = 0;
+    let mut note_index = None;
+    let used: u64 =
+        message_tokens.iter().map(|&t| u64::from(t)).sum::<u64>() + u64::from(REPLY_PRIMING);
+    let room = budget
+        .saturating_sub(used)
+        .min(config.compaction.working_budget());
+    let turn_cap = (config.compaction.working_budget() / MAX_TURN_SHARE).max(32);
+    if let Some(mut note) = working.render(counter, turn_cap) {
+        let mut tokens = counter.count_message(&Message::new(Role::System, &note));
+        if u64::from(tokens) > room {
+            note = cut_to_tokens(&note, room.saturating_sub(8), counter);
+            tokens = counter.count_message(&Message::new(Role::System, &note));
+        }
+        if !note.trim().is_empty() && u64::from(tokens) <= room {
+            // Right before the latest user turn; at the end when there is none.
+            let at = messages
+                .iter()
+                .rposition(|m| m.role == Role::User)
+                .filter(|&i| i > 0)
+                .unwrap_or(messages.len());
+            messages.insert(at, ChatMessage::system(note));
+            message_tokens.insert(at, tokens);
+            working_tokens = u64::from(tokens);
+            note_index = Some(at);
+        }
     }
     Prompt {
         messages,
+        message_tokens,
         persona_tokens,
+        summary_tokens,
         working_tokens,
         history_tokens,
-        message_tokens,
+        budget,
+        reply_reserve,
+        note_index,
+        dropped_turns,
+    }
+}
+
+/// How many leading messages of `rest` can leave the prompt together: one, or an assistant turn
+/// with tool calls and the tool results that answer it (a cut never separates them). Never the
+/// last message.
+fn droppable_prefix(rest: &[Message]) -> usize {
+    let mut n = 1;
+    if rest[0].role == Role::Assistant && !rest[0].tool_calls.is_empty() {
+        while n < rest.len() - 1 && rest[n].role == Role::Tool {
+            n += 1;
+        }
+    }
+    // Orphaned tool results at the front go with it.
+    while n < rest.len() - 1 && rest[n].role == Role::Tool {
+        n += 1;
+    }
+    n.min(rest.len() - 1)
+}
+
+/// `text` cut at a word boundary to at most about `tokens` tokens (by `counter`).
+fn cut_to_tokens(text: &str, tokens: u64, counter: &TokenCounter) -> String {
+    if u64::from(counter.count_text(text)) <= tokens {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    // Binary search on the character count.
+    let (mut lo, mut hi) = (0usize, chars.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        let candidate: String = chars[..mid].iter().collect();
+        if u64::from(counter.count_text(&candidate)) < tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut cut: String = chars[..lo].iter().collect();
+    if let Some(space) = cut.rfind(char::is_whitespace) {
+        cut.truncate(space);
+    }
+    if cut.is_empty() {
+        cut
+    } else {
+        format!("{cut}…")
     }
 }
 
@@ -190,7 +438,14 @@ pub fn assemble(
     history: &[Message],
     counter: &TokenCounter,
 ) -> Result<(Prompt, WorkingContext), StoreError> {
-    let working = WorkingContext::gather(store, agent, latest_input(history), &config.memory)?;
+    let working = WorkingContext::gather(
+        store,
+        agent,
+        latest_input(history),
+        config,
+        counter,
+        config.compaction.working_budget(),
+    )?;
     let built = build(config, &working, history, counter);
     Ok((built, working))
 }
@@ -213,10 +468,10 @@ pub fn preview(
     assemble(store, agent, config, &history, &counter)
 }
 
-/// The most prompt tokens the agent's LLM call may carry: what an over-budget check compares a
-/// prompt's `total_tokens()` with.
+/// The most tokens the agent's LLM call may carry: what an over-budget check compares a
+/// prompt's `total_tokens()` with (`max_context_tokens − max_reply_tokens`).
 pub fn budget(config: &AgentConfig) -> u64 {
-    u64::from(config.compaction.max_context_tokens)
+    config.compaction.prompt_budget()
 }
 
 /// The latest user input in `history` (the retrieval query).
@@ -228,12 +483,17 @@ pub fn latest_input(history: &[Message]) -> &str {
         .map_or("", |m| m.content.as_str())
 }
 
-fn excerpt(text: &str, max_chars: usize) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= max_chars {
-        one_line
-    } else {
-        let cut: String = one_line.chars().take(max_chars).collect();
-        format!("{cut}…")
-    }
+/// The archived messages that best match `query` (the `recall` tool, `somna search`, the API's
+/// archive search): the store's index, originals only.
+pub fn search_archive(
+    store: &Store,
+    agent: &AgentId,
+    query: &str,
+    k: usize,
+) -> Result<Vec<Message>, StoreError> {
+    Ok(store
+        .search_archive(agent, query, k)?
+        .into_iter()
+        .map(|h| h.message)
+        .collect())
 }

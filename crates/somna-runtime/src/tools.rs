@@ -2,9 +2,8 @@
 
 use serde::Deserialize;
 use somna_core::config::{AgentConfig, ToolSpec};
-use somna_core::retrieval;
 use somna_core::{AgentId, JournalEntry, SourceType, Timestamp, ToolCall};
-use somna_store::{Store, StoreError};
+use somna_store::{DocKind, Store, StoreError};
 
 use crate::prompt::search_archive;
 
@@ -89,16 +88,37 @@ pub fn run_builtin(
         RECALL => match serde_json::from_str::<RecallArgs>(&call.arguments) {
             Ok(args) => {
                 let facts = store.facts(agent)?;
-                let texts: Vec<&str> = facts.iter().map(|f| f.text.as_str()).collect();
-                let fact_hits: Vec<&str> = retrieval::top_k(&args.query, &texts, RECALL_HITS)
+                let fact_hits: Vec<&str> = store
+                    .search(agent, DocKind::Fact, &args.query, RECALL_HITS)?
                     .into_iter()
-                    .map(|h| texts[h.index])
+                    .filter_map(|h| facts.iter().find(|f| f.id == h.id))
+                    .map(|f| f.text.as_str())
                     .collect();
+                let journal: Vec<String> = store
+                    .search(agent, DocKind::Journal, &args.query, RECALL_HITS)?
+                    .into_iter()
+                    .filter_map(|h| store.journal_entry(agent, h.id).transpose())
+                    .map(|e| {
+                        e.map(|e| {
+                            format!("{} {}: {}", e.at.minute_label(), e.source_type, e.content)
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
                 let archived: Vec<String> = search_archive(store, agent, &args.query, RECALL_HITS)?
                     .into_iter()
-                    .map(|m| format!("#{} {}: {}", m.seq, m.role, m.content))
+                    .map(|m| {
+                        format!(
+                            "[{}] {}: {}",
+                            m.created_at.minute_label(),
+                            m.name.as_deref().unwrap_or(m.role.as_str()),
+                            m.content
+                        )
+                    })
                     .collect();
-                Ok(serde_json::json!({"facts": fact_hits, "archived": archived}).to_string())
+                Ok(
+                    serde_json::json!({"facts": fact_hits, "journal": journal, "archived": archived})
+                        .to_string(),
+                )
             }
             Err(e) => Ok(error_result(&format!("bad arguments for recall: {e}"))),
         },

@@ -6,6 +6,7 @@ mod compactor;
 mod limits;
 mod main_job;
 mod ops;
+mod prompt;
 mod properties;
 mod runtime;
 mod sleep;

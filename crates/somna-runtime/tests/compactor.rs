@@ -437,6 +437,8 @@ async fn the_emergency_ladder_ends_below_the_threshold_with_the_llm_unreachable(
     let mut cfg = somna_core::config::AgentConfig::with_builtin_defaults(agent.clone());
     cfg.model = MODEL.into();
     cfg.compaction.max_context_tokens = 1700;
+    // A summary cap so large that the extractive summary alone cannot end the emergency.
+    cfg.compaction.summary_max_tokens = 1500;
     let counter = counter();
     // The persona and the working context take more than half of the window.
     let fixed_tokens = 900;

@@ -35,6 +35,8 @@ preserve_ratio = 0.1
 min_compact_batch = 4
 summary_max_tokens = 300
 sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
+# These tests put the history at exact shares of the window; no working context budget.
+working_share = 0.0
 "#
     );
     for (id, max, extra) in agents {

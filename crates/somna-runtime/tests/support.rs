@@ -28,6 +28,9 @@ pub fn agent_config(agent: &str, max_context_tokens: u32) -> AgentConfig {
     c.compaction.preserve_ratio = 0.1;
     c.compaction.min_compact_batch = 4;
     c.compaction.summary_max_tokens = 300;
+    // Tests put the history at exact shares of the window: no working context budget unless a
+    // test asks for one.
+    c.compaction.working_share = 0.0;
     c.compaction.sections = somna_core::config::SectionCaps {
         topic_arc: 80,
         decisions: 60,

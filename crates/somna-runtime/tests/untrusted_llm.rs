@@ -7,9 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use somna_core::tokens::Calibration;
 use somna_core::{AgentId, Role, Timestamp};
-use somna_runtime::agent::{
-    AgentDeps, JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS, REPLY_MAX_TOKENS,
-};
+use somna_runtime::agent::{AgentDeps, JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
 use somna_runtime::{Agent, Clock, Compactor, Event, EventBus, Inbound, Stamped};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
@@ -150,10 +148,8 @@ async fn an_oversize_reply_is_cut_at_the_cap_with_an_event() {
     h.say("Tell me everything about the mill.");
     let out = h.tick().await.expect("a step");
     assert!(out.replied, "{:?}", out.error);
-    assert_eq!(
-        stub.last_request().unwrap().body["max_tokens"],
-        REPLY_MAX_TOKENS
-    );
+    let reply_max = h.agent.config().compaction.max_reply_tokens;
+    assert_eq!(stub.last_request().unwrap().body["max_tokens"], reply_max);
     let events = h.events();
     let truncated = events
         .iter()
@@ -165,7 +161,7 @@ async fn an_oversize_reply_is_cut_at_the_cap_with_an_event() {
         })
         .expect("a reply_truncated event");
     let (seq, tokens, kept) = truncated;
-    let limit = u64::from(REPLY_MAX_TOKENS) * 5 / 4;
+    let limit = u64::from(reply_max) * 5 / 4;
     assert!(tokens > 20_000, "{tokens}");
     assert!(kept <= limit, "{kept} > {limit}");
     let last = h.store.history_tail(&h.id, 1).unwrap().pop().unwrap();

@@ -92,7 +92,10 @@ parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }}
         "{stdout}"
     );
     assert!(
-        stdout.contains("refused as expected: invalid_config ['compaction.emergency_threshold']"),
+        stdout.contains(
+            "refused as expected: invalid_config ['compaction.emergency_threshold', \
+             'compaction.summary_max_tokens']"
+        ),
         "{stdout}"
     );
     assert!(

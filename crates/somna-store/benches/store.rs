@@ -1,6 +1,6 @@
 //! somna-store benchmarks: append throughput (single and batches of 100), the O(1) usage read on an
 //! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages, and the journal
-//! query for synthesis entries. Databases live in a temporary directory on disk with the default
+//! query for synthesis entries, and archive search over 100,000 archived messages. Databases live in a temporary directory on disk with the default
 //! 500 ms background flush.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -233,5 +233,105 @@ fn journal(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append, usage, compaction, journal);
+/// A word of a synthetic vocabulary whose frequencies follow Zipf's law (rank r drawn with
+/// probability ∝ 1/r), as words in real conversations do. The 50 most frequent ranks are left out:
+/// in English they are function words, which the analyzer drops as stop words.
+struct Zipf {
+    cumulative: Vec<f64>,
+    state: u64,
+}
+
+impl Zipf {
+    fn new(words: usize) -> Self {
+        let mut total = 0.0;
+        let cumulative = (51..=words + 50)
+            .map(|r| {
+                total += 1.0 / r as f64;
+                total
+            })
+            .collect();
+        Zipf {
+            cumulative,
+            state: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    fn word(&mut self) -> String {
+        // xorshift64*: deterministic, good enough for a benchmark's text.
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        let x = self.state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+        let u = x as f64 / (1u64 << 53) as f64 * self.cumulative[self.cumulative.len() - 1];
+        let rank = self.cumulative.partition_point(|&c| c < u);
+        // Spell the rank with letters only, so no word is a stop word or a number.
+        let mut word = String::from("w");
+        let mut n = rank;
+        loop {
+            word.push(char::from(b'a' + (n % 26) as u8));
+            n /= 26;
+            if n == 0 {
+                break word;
+            }
+        }
+    }
+
+    fn text(&mut self, words: usize) -> String {
+        (0..words)
+            .map(|_| self.word())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Searching the archive of an agent with 100,000 archived messages (24 content words each,
+/// Zipfian vocabulary) through the inverted index: a typical question (6 words drawn like the
+/// text), and a worst case of the 6 most frequent words.
+fn search(c: &mut Criterion) {
+    let (_dir, store) = open();
+    let id = AgentId::new("archivist").unwrap();
+    store.create_agent(&id, NOW).unwrap();
+    let mut zipf = Zipf::new(20_000);
+    for chunk in 0..100u64 {
+        let batch = (0..1_000u64)
+            .map(|i| {
+                let mut m = Message::user(zipf.text(24)).with_name("Traveller");
+                m.tokens = 40;
+                m.at(Timestamp(NOW.0 + chunk * 1_000 + i))
+            })
+            .collect();
+        store.append_batch(&id, batch, NOW).unwrap();
+    }
+    let history = store.history(&id).unwrap();
+    let covered = &history[..history.len() - 20];
+    // The commit indexes what it archives (the index's catch-up runs after the transaction).
+    let started = Instant::now();
+    let outcome = store.commit_compaction(&id, &commit(covered)).unwrap();
+    let indexed = started.elapsed();
+    assert!(matches!(outcome, CommitOutcome::Committed { .. }));
+    println!(
+        "search: a compaction archiving 99,980 messages committed and indexed them in {:.2} s \
+         ({:.1} µs per message)",
+        indexed.as_secs_f64(),
+        indexed.as_secs_f64() * 1e6 / 99_980.0
+    );
+    let questions: Vec<String> = (0..64).map(|_| zipf.text(6)).collect();
+    let common = "wa wb wc wd we wf";
+    let mut group = c.benchmark_group("search_archive");
+    group.bench_function("100k_archived_top32_typical", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % questions.len();
+            store
+                .search_archive(&id, black_box(&questions[i]), 32)
+                .unwrap()
+        })
+    });
+    group.bench_function("100k_archived_top32_most_frequent_words", |b| {
+        b.iter(|| store.search_archive(&id, black_box(common), 32).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, append, usage, compaction, journal, search);
 criterion_main!(benches);

@@ -362,6 +362,12 @@ impl Store {
             &mut v,
         )?;
 
+        // The search index holds exactly what indexing the content below its watermarks writes.
+        match self.index_difference(id) {
+            Ok(difference) => v.extend(difference),
+            Err(e) => v.push(e.to_string()),
+        }
+
         Ok(InvariantReport {
             agent: id.clone(),
             history_len,

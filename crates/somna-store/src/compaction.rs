@@ -232,6 +232,7 @@ impl Store {
             "compaction committed"
         );
         state.publish(&mut guard, next);
+        self.index_after_commit(id, &guard);
         Ok(CommitOutcome::Committed {
             summary_seq: summary.seq,
             journal_ids,
@@ -333,6 +334,7 @@ impl Store {
         }
         tracing::debug!(agent = %id, masked = count, "masking committed");
         state.publish(&mut guard, next);
+        self.index_after_commit(id, &guard);
         Ok(CommitOutcome::Committed {
             summary_seq: first_seq,
             journal_ids: Vec::new(),

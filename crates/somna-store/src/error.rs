@@ -74,6 +74,16 @@ pub enum StoreError {
         #[source]
         source: rmp_serde::decode::Error,
     },
+    /// A stored value that is not MessagePack (a search index value) does not parse.
+    #[error("the value of {tree} key {key} is malformed: {reason}")]
+    Malformed {
+        /// The tree holding the value.
+        tree: &'static str,
+        /// The key, rendered readably.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The stored data contradicts itself (an archived original that a summary's undo record names
     /// is missing, a history key that should be free is taken). `check_invariants` says more.
     #[error("store is inconsistent for agent {agent}: {reason}")]

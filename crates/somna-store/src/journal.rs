@@ -20,6 +20,7 @@ impl Store {
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         state.publish(&mut guard, next);
+        self.index_after_commit(id, &guard);
         stored
             .into_iter()
             .next()
@@ -149,8 +150,18 @@ impl Store {
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         state.publish(&mut guard, next);
+        self.index_after_commit(id, &guard);
         tracing::debug!(agent = %id, facts = stored.len(), entries = entry_ids.len(), "consolidated");
         Ok(stored)
+    }
+
+    /// The journal entry `entry`, or `None` if it does not exist.
+    pub fn journal_entry(&self, id: &AgentId, entry: EntryId) -> Result<Option<JournalEntry>> {
+        let key = keys::seq(id, entry);
+        match self.inner.trees.journal.get(&key)? {
+            Some(value) => Ok(Some(codec::decode(tree_names::JOURNAL, &key, &value)?)),
+            None => Ok(None),
+        }
     }
 
     /// Every memory fact of the agent, oldest first.

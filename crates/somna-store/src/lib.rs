@@ -10,6 +10,9 @@
 //!   built in a private `view` module: see docs/storage.md, "Layout 2").
 //! - [`compaction`]: the atomic [`Store::commit_compaction`], [`Store::commit_masking`] and
 //!   [`Store::uncompact`], with [`CompactionCommit`], [`CommitOutcome`] and [`UncompactOutcome`].
+//! - [`index`]: the inverted index of messages, journal entries and facts, kept up to date in the
+//!   writes that create them; [`Store::search`] and [`Store::search_archive`] (BM25, reading only
+//!   the query terms' postings).
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
 //! - [`events`]: the per-agent event log (somna-core's [`LoggedEvent`], re-exported here).
 //! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
@@ -26,6 +29,7 @@ pub mod compaction;
 pub mod durable;
 pub mod error;
 pub mod events;
+pub mod index;
 pub mod journal;
 mod keys;
 pub mod messages;
@@ -36,5 +40,6 @@ pub use check::InvariantReport;
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
+pub use index::{ArchiveHit, DocKind, ScoredDoc};
 pub use somna_core::LoggedEvent;
 pub use store::{Store, StoreOptions};

@@ -94,6 +94,8 @@ pub mod tree_names {
     pub const EVENTS: &str = "events";
     /// Undo records of summaries.
     pub const UNDO: &str = "undo";
+    /// The inverted index of messages, journal entries and facts (see the `index` module).
+    pub const TERMS: &str = "terms";
 }
 
 pub(crate) struct Trees {
@@ -105,6 +107,7 @@ pub(crate) struct Trees {
     pub(crate) memory: sled::Tree,
     pub(crate) events: sled::Tree,
     pub(crate) undo: sled::Tree,
+    pub(crate) terms: sled::Tree,
 }
 
 /// Which tree a write goes to (the index into the transaction's views).
@@ -346,6 +349,7 @@ impl Store {
             memory: db.open_tree(MEMORY)?,
             events: db.open_tree(EVENTS)?,
             undo: db.open_tree(UNDO)?,
+            terms: db.open_tree(TERMS)?,
         };
         Ok(Store {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {

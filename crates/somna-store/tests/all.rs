@@ -18,6 +18,8 @@ mod crash;
 mod encoding;
 #[path = "all/events.rs"]
 mod events;
+#[path = "all/index.rs"]
+mod index;
 #[path = "all/journal.rs"]
 mod journal;
 #[path = "all/layout.rs"]

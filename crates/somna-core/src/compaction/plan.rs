@@ -165,7 +165,7 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
             Usage::new(
                 req.fixed_tokens,
                 head_tokens
-                    + u64::from(cfg.summary_max_tokens)
+                    + u64::from(cfg.summary_cap())
                     + sum_tokens(&history[start.max(head_end)..]),
                 req.calibration,
                 cfg.max_context_tokens,
@@ -227,7 +227,7 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
 /// The transcript budget of one summarizer request.
 pub fn chunk_budget(cfg: &CompactionConfig) -> u32 {
     cfg.summarizer_context_tokens
-        .saturating_sub(cfg.summary_max_tokens)
+        .saturating_sub(cfg.summary_cap())
         .saturating_sub(PROMPT_RESERVE_TOKENS)
         .max(MIN_CHUNK_BUDGET)
 }

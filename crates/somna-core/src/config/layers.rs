@@ -36,6 +36,8 @@ impl CompactionOverrides {
             mask_exempt_tools,
             extraction,
             max_input_tokens,
+            max_reply_tokens,
+            working_share,
         } = other;
         lay(&mut self.enabled, enabled);
         lay(&mut self.sleep_threshold, sleep_threshold);
@@ -58,6 +60,8 @@ impl CompactionOverrides {
         lay(&mut self.mask_exempt_tools, mask_exempt_tools);
         lay(&mut self.extraction, extraction);
         lay(&mut self.max_input_tokens, max_input_tokens);
+        lay(&mut self.max_reply_tokens, max_reply_tokens);
+        lay(&mut self.working_share, working_share);
     }
 
     /// `base` with every field this layer sets replaced. Not validated: resolution validates.
@@ -81,6 +85,8 @@ impl CompactionOverrides {
             mask_exempt_tools,
             extraction,
             max_input_tokens,
+            max_reply_tokens,
+            working_share,
         } = self;
         CompactionConfig {
             enabled: enabled.unwrap_or(base.enabled),
@@ -108,6 +114,8 @@ impl CompactionOverrides {
                 .unwrap_or_else(|| base.mask_exempt_tools.clone()),
             extraction: extraction.unwrap_or(base.extraction),
             max_input_tokens: max_input_tokens.unwrap_or(base.max_input_tokens),
+            max_reply_tokens: max_reply_tokens.unwrap_or(base.max_reply_tokens),
+            working_share: working_share.unwrap_or(base.working_share),
         }
     }
 
@@ -137,6 +145,8 @@ impl CompactionOverrides {
             mask_exempt_tools,
             extraction,
             max_input_tokens,
+            max_reply_tokens,
+            working_share,
         } = self;
         [
             ("enabled", enabled.is_some()),
@@ -160,6 +170,8 @@ impl CompactionOverrides {
             ("mask_exempt_tools", mask_exempt_tools.is_some()),
             ("extraction", extraction.is_some()),
             ("max_input_tokens", max_input_tokens.is_some()),
+            ("max_reply_tokens", max_reply_tokens.is_some()),
+            ("working_share", working_share.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))

@@ -146,9 +146,68 @@ pub struct CompactionConfig {
     /// accepts, in tokens; larger input is refused. 0 means the default derived from the window,
     /// [`CompactionConfig::input_limit`] gives the value in force.
     pub max_input_tokens: u32,
+    /// Tokens reserved in the window for the agent's reply (and the most it may write): a prompt
+    /// never takes more than `max_context_tokens − max_reply_tokens`.
+    pub max_reply_tokens: u32,
+    /// The share of the window the working context (memory facts and archive excerpts recalled
+    /// for the latest input) may fill, most relevant first; 0 turns it off. Counted in every
+    /// usage check whether or not it is filled, so that what compaction frees stays free.
+    pub working_share: f64,
 }
 
 impl CompactionConfig {
+    /// The most tokens a prompt may take: the window minus the reply's reserve.
+    pub fn prompt_budget(&self) -> u64 {
+        u64::from(
+            self.max_context_tokens
+                .saturating_sub(self.max_reply_tokens),
+        )
+    }
+
+    /// The summary's cap in tokens: `summary_max_tokens`, or when that is 0 (the default) 15% of
+    /// the window, at least 200 and at most 1,500 (614 in a 4,096-token window, 1,228 in 8,192),
+    /// and at least the sum of `sections` when they were set by hand.
+    pub fn summary_cap(&self) -> u32 {
+        if self.summary_max_tokens > 0 {
+            return self.summary_max_tokens;
+        }
+        let derived = (self.max_context_tokens.saturating_mul(3) / 20).clamp(200, 1_500);
+        if self.sections == SectionCaps::default() {
+            derived
+        } else {
+            derived.max(u32::try_from(self.sections.total()).unwrap_or(u32::MAX))
+        }
+    }
+
+    /// The section caps in force: `sections`, except that the built-in default caps (which sum to
+    /// 1,500) shrink in proportion when the summary's cap is smaller, so they always fit it.
+    pub fn section_caps(&self) -> SectionCaps {
+        let cap = u64::from(self.summary_cap());
+        if self.sections != SectionCaps::default() || self.sections.total() <= cap {
+            return self.sections;
+        }
+        let total = self.sections.total();
+        let scale = |n: u32| u32::try_from(u64::from(n) * cap / total).unwrap_or(n);
+        let s = self.sections;
+        SectionCaps {
+            topic_arc: scale(s.topic_arc),
+            decisions: scale(s.decisions),
+            pending: scale(s.pending),
+            user_facts: scale(s.user_facts),
+            artifacts: scale(s.artifacts),
+        }
+    }
+
+    /// The working context's budget: `working_share` of the window, in tokens.
+    pub fn working_budget(&self) -> u64 {
+        let share = if self.working_share.is_finite() {
+            self.working_share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        (share * f64::from(self.max_context_tokens)).floor() as u64
+    }
+
     /// The largest input the agent accepts, in tokens: `max_input_tokens`, or when that is 0 the
     /// default derived from the window, half of what a compaction can bring the prompt down to
     /// (`(emergency_threshold × max_context_tokens − summary_max_tokens) / 2`). The other half is
@@ -163,7 +222,8 @@ impl CompactionConfig {
     }
 
     /// What a compaction can bring the prompt below, in tokens: the emergency threshold's share
-    /// of the window minus a full-size summary. An explicit `max_input_tokens` may not exceed it.
+    /// of the window minus a full-size summary and the working context's budget. An explicit
+    /// `max_input_tokens` may not exceed it.
     pub fn input_room(&self) -> u32 {
         let threshold = (self.emergency_threshold * f64::from(self.max_context_tokens)).floor();
         let threshold = if threshold.is_finite() && threshold > 0.0 {
@@ -171,7 +231,10 @@ impl CompactionConfig {
         } else {
             0
         };
-        threshold.saturating_sub(self.summary_max_tokens)
+        let working = u32::try_from(self.working_budget()).unwrap_or(u32::MAX);
+        threshold
+            .saturating_sub(self.summary_cap())
+            .saturating_sub(working)
     }
 }
 
@@ -189,7 +252,7 @@ impl Default for CompactionConfig {
             min_compact_batch: 5,
             compact_model: String::new(),
             compact_prompt: String::new(),
-            summary_max_tokens: 1500,
+            summary_max_tokens: 0,
             sections: SectionCaps::default(),
             summarizer_context_tokens: 8192,
             warn_after_compactions: 3,
@@ -197,6 +260,8 @@ impl Default for CompactionConfig {
             mask_exempt_tools: Vec::new(),
             extraction: Scorer::Heuristic,
             max_input_tokens: 0,
+            max_reply_tokens: 512,
+            working_share: 0.25,
         }
     }
 }
@@ -211,9 +276,10 @@ pub struct MemoryConfig {
     /// Write reflections when the importance accumulated since the last one passes this; 0 turns
     /// reflection off.
     pub reflection_threshold: u32,
-    /// How many memory facts the working context carries.
+    /// At most this many memory facts in the working context.
     pub working_facts: u32,
-    /// How many archived messages the working context carries.
+    /// At most this many archive hits in the working context, each with its neighbouring turns
+    /// (within `compaction.working_share` of the window).
     pub working_archive: u32,
 }
 
@@ -225,7 +291,7 @@ impl Default for MemoryConfig {
             importance: Scorer::Heuristic,
             reflection_threshold: 50,
             working_facts: 5,
-            working_archive: 3,
+            working_archive: 24,
         }
     }
 }
@@ -309,6 +375,10 @@ pub struct CompactionOverrides {
     pub extraction: Option<Scorer>,
     /// See [`CompactionConfig::max_input_tokens`]; 0 means the default derived from the window.
     pub max_input_tokens: Option<u32>,
+    /// See [`CompactionConfig::max_reply_tokens`].
+    pub max_reply_tokens: Option<u32>,
+    /// See [`CompactionConfig::working_share`].
+    pub working_share: Option<f64>,
 }
 
 /// Memory overrides; every field optional.

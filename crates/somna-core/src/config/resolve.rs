@@ -369,7 +369,9 @@ importance = "llm"
         assert_eq!(d.compaction.max_context_tokens, 8192);
         assert_eq!(d.compaction.preserve_messages, 20);
         assert_eq!(d.compaction.preserve_ratio, 0.20);
-        assert_eq!(d.compaction.summary_max_tokens, 1500);
+        // 0: derived from the window (15%, 200 to 1,500 tokens).
+        assert_eq!(d.compaction.summary_max_tokens, 0);
+        assert_eq!(d.compaction.summary_cap(), 1_228);
         assert_eq!(d.memory.min_importance, 3);
         assert_eq!(resolved.store.flush_every, Duration::from_millis(500));
         assert_eq!(resolved.llm.timeout, Duration::from_secs(60));
@@ -618,16 +620,19 @@ name = "forge"
     fn input_limit_is_derived_from_the_window_unless_set() {
         let resolved = resolve(
             "[defaults.compaction]\nmax_context_tokens = 4096\n\n[[agents]]\nid = \"plain\"\n\n\
-             [[agents]]\nid = \"set\"\ncompaction.max_input_tokens = 1000\n",
+             [[agents]]\nid = \"set\"\ncompaction.max_input_tokens = 700\n",
         );
-        // (0.8 × 4096 − 1500) / 2 = 888; the default window: (0.8 × 8192 − 1500) / 2 = 2526.
+        // The summary's cap is 15% of the window and the working context a quarter of it:
+        // (0.8 × 4096 − 614 − 1024) / 2 = 819; the default window:
+        // (0.8 × 8192 − 1228 − 2048) / 2 = 1638.
         let plain = resolved.agent(&id("plain")).unwrap();
         assert_eq!(plain.compaction.max_input_tokens, 0);
-        assert_eq!(plain.compaction.input_room(), 1776);
-        assert_eq!(plain.compaction.input_limit(), 888);
+        assert_eq!(plain.compaction.summary_cap(), 614);
+        assert_eq!(plain.compaction.input_room(), 1638);
+        assert_eq!(plain.compaction.input_limit(), 819);
         let set = resolved.agent(&id("set")).unwrap();
-        assert_eq!(set.compaction.input_limit(), 1000);
-        assert_eq!(CompactionConfig::default().input_limit(), 2526);
+        assert_eq!(set.compaction.input_limit(), 700);
+        assert_eq!(CompactionConfig::default().input_limit(), 1638);
         // The derived limit follows a run-time change of the window.
         let wider = plain
             .with_overrides(&AgentOverrides {
@@ -638,7 +643,7 @@ name = "forge"
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(wider.compaction.input_limit(), 2526);
+        assert_eq!(wider.compaction.input_limit(), 1638);
         // A run-time limit above what compaction frees is refused, naming the key.
         let err = plain
             .with_overrides(&AgentOverrides {
@@ -651,7 +656,7 @@ name = "forge"
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("compaction.max_input_tokens: must be at most 1776"),
+            err.contains("compaction.max_input_tokens: must be at most 1638"),
             "{err}"
         );
     }

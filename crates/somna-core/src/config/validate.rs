@@ -150,6 +150,39 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
             format!("must be in [0, 1), got {ratio}"),
         )]);
     }
+    let share = c.working_share;
+    if !(0.0..1.0).contains(&share) {
+        report.fail(&[(
+            "compaction.working_share",
+            format!("must be in [0, 1), got {share}"),
+        )]);
+    }
+    if c.max_reply_tokens == 0 {
+        report.fail(&[(
+            "compaction.max_reply_tokens",
+            "must be at least 1 (the reply needs room)".to_string(),
+        )]);
+    } else if c.max_context_tokens >= MIN_CONTEXT_TOKENS
+        && c.max_reply_tokens > c.max_context_tokens / 2
+    {
+        let half = c.max_context_tokens / 2;
+        report.fail(&[
+            (
+                "compaction.max_reply_tokens",
+                format!(
+                    "must be at most half of max_context_tokens ({half}), got {}",
+                    c.max_reply_tokens
+                ),
+            ),
+            (
+                "compaction.max_context_tokens",
+                format!(
+                    "must be at least twice max_reply_tokens ({}), got {}",
+                    c.max_reply_tokens, c.max_context_tokens
+                ),
+            ),
+        ]);
+    }
     if c.min_compact_batch == 0 {
         report.fail(&[(
             "compaction.min_compact_batch",
@@ -172,7 +205,8 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
 
     let max = c.max_context_tokens;
     let summarizer = c.summarizer_context_tokens;
-    let summary = c.summary_max_tokens;
+    // 0 means derived from the window (always below it).
+    let summary = c.summary_cap();
     for (field, value) in [
         ("compaction.max_context_tokens", max),
         ("compaction.summarizer_context_tokens", summarizer),
@@ -183,13 +217,6 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
                 format!("must be at least {MIN_CONTEXT_TOKENS}, got {value}"),
             )]);
         }
-    }
-    if summary == 0 {
-        report.fail(&[(
-            "compaction.summary_max_tokens",
-            "must be at least 1".to_string(),
-        )]);
-        return;
     }
     for (window_field, window) in [
         ("max_context_tokens", max),
@@ -213,7 +240,7 @@ fn check_compaction(values: &AgentDefaults, report: &mut Reporter<'_>) {
         }
     }
     check_input_limit(c, report);
-    let sections = c.sections.total();
+    let sections = c.section_caps().total();
     if sections > u64::from(summary) {
         report.fail(&[
             (
@@ -237,15 +264,19 @@ fn check_input_limit(c: &CompactionConfig, report: &mut Reporter<'_>) {
     let sane = c.emergency_threshold > 0.0
         && c.emergency_threshold <= 1.0
         && c.max_context_tokens >= MIN_CONTEXT_TOKENS
-        && c.summary_max_tokens < c.max_context_tokens;
+        && c.summary_cap() < c.max_context_tokens;
     if !sane {
         // The thresholds, the window or the summary cap are reported already.
         return;
     }
     let room = c.input_room();
     let formula = format!(
-        "emergency_threshold × max_context_tokens − summary_max_tokens = {} × {} − {}",
-        c.emergency_threshold, c.max_context_tokens, c.summary_max_tokens
+        "emergency_threshold × max_context_tokens − the summary's cap − working_share × \
+         max_context_tokens = {} × {} − {} − {}",
+        c.emergency_threshold,
+        c.max_context_tokens,
+        c.summary_cap(),
+        c.working_budget()
     );
     if c.max_input_tokens > room {
         report.fail(&[
@@ -543,18 +574,26 @@ mod tests {
             ],
             false,
         );
+        // The built-in section caps shrink to fit a smaller summary cap.
         assert_eq!(
             found,
-            [
-                (
-                    "compaction.summary_max_tokens".to_string(),
-                    "must be below summarizer_context_tokens (1000), got 1000".to_string()
-                ),
-                (
-                    "compaction.summary_max_tokens".to_string(),
-                    "must be at least the sum of the section caps (1500), got 1000".to_string()
-                ),
-            ]
+            [(
+                "compaction.summary_max_tokens".to_string(),
+                "must be below summarizer_context_tokens (1000), got 1000".to_string()
+            )]
+        );
+        assert_eq!(values.compaction.section_caps().total(), 999);
+        // Caps set by hand must fit.
+        let mut values = AgentDefaults::builtin("m");
+        values.compaction.summary_max_tokens = 600;
+        values.compaction.sections.topic_arc = 401;
+        let found = check(&values, &["compaction.sections"], false);
+        assert_eq!(
+            found,
+            [(
+                "compaction.sections".to_string(),
+                "the section caps sum to 1501 tokens, above summary_max_tokens (600)".to_string()
+            )]
         );
     }
 

@@ -12,7 +12,7 @@ use somna_llm::prompts;
 use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
 use somna_store::StoreError;
 
-use super::{AgentDeps, MAX_TOOL_ROUNDS, REPLY_MAX_TOKENS};
+use super::{AgentDeps, MAX_TOOL_ROUNDS};
 use crate::compactor::{CompactError, CompactRequest, CompactionOutcome};
 use crate::events::Event;
 use crate::prompt;
@@ -133,7 +133,6 @@ pub struct JobOutcome {
     pub pending_tools: Vec<(String, String, String)>,
     pub error: Option<String>,
     pub calibration: Option<Calibration>,
-    pub working_tokens: Option<u64>,
     pub importance_added: u64,
     pub reflected: bool,
     /// `error` is one that retrying cannot fix (a permanent LLM error): the turn fails at once.
@@ -315,11 +314,10 @@ impl JobContext {
             let history = store.history(&self.id)?;
             let (built, _) =
                 prompt::assemble(store, &self.id, &self.config, &history, &self.counter)?;
-            out.working_tokens = Some(built.working_tokens);
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
                 .with_purpose(Purpose::Chat)
-                .with_max_tokens(REPLY_MAX_TOKENS)
+                .with_max_tokens(self.config.compaction.max_reply_tokens)
                 .with_tools(specs.clone());
             let response = self.deps.llm.chat(request).await?;
             if let Some(u) = &response.usage {
@@ -338,7 +336,7 @@ impl JobContext {
             if response.text.trim().is_empty() && response.tool_calls.is_empty() {
                 return Err(JobError::EmptyReply);
             }
-            let limit = reply_limit(&self.counter, REPLY_MAX_TOKENS);
+            let limit = reply_limit(&self.counter, self.config.compaction.max_reply_tokens);
             let arguments: u64 = response
                 .tool_calls
                 .iter()
@@ -347,7 +345,7 @@ impl JobContext {
             if arguments > limit {
                 return Err(JobError::ArgumentsTooLarge {
                     tokens: arguments,
-                    cap: REPLY_MAX_TOKENS,
+                    cap: self.config.compaction.max_reply_tokens,
                 });
             }
             let capped = cap_reply(&self.counter, response.text.trim(), limit);
@@ -538,7 +536,10 @@ mod tests {
     #[test]
     fn an_oversize_reply_is_cut_within_the_limit_at_a_word() {
         for counter in [TokenCounter::heuristic(), TokenCounter::for_model("gpt-4o")] {
-            let limit = reply_limit(&counter, REPLY_MAX_TOKENS);
+            let limit = reply_limit(
+                &counter,
+                somna_core::config::CompactionConfig::default().max_reply_tokens,
+            );
             let text = "the mill wheel turns and the river runs ".repeat(5000);
             let capped = cap_reply(&counter, &text, limit);
             let kept = u64::from(counter.count_text(&capped.text));

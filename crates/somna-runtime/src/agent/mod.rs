@@ -26,7 +26,7 @@ use std::time::Duration;
 use somna_core::config::{AgentConfig, AgentOverrides, ConfigErrors};
 use somna_core::message::{Message, Role};
 use somna_core::tokens::{Calibration, TokenCounter};
-use somna_core::usage::{Usage, calibration_factor};
+use somna_core::usage::{self, Usage, calibration_factor};
 use somna_core::{AgentId, JournalQuery, SourceType, Timestamp};
 use somna_llm::LlmClient;
 use somna_store::{Store, StoreError, UncompactOutcome};
@@ -46,8 +46,6 @@ pub const MAX_TOOL_ROUNDS: u32 = 4;
 pub const MAX_TURN_ATTEMPTS: u32 = 3;
 /// Longest wait after repeated LLM failures before the agent tries again.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// Longest reply the agent asks the model for, in tokens.
-pub const REPLY_MAX_TOKENS: u32 = 512;
 /// The caps of a reflection and the "nothing worth remembering" answer of a consolidation live with
 /// their prompts.
 pub use somna_llm::prompts::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES, NO_FACTS};
@@ -75,8 +73,6 @@ pub struct Agent {
     deps: AgentDeps,
     /// Tokens of the persona (part of every prompt).
     persona_tokens: u64,
-    /// Tokens of the last working context (an estimate for the O(1) usage check).
-    working_tokens: u64,
     calibration: Calibration,
     state: AgentState,
     needs_reply: bool,
@@ -125,7 +121,6 @@ impl Agent {
             config,
             counter,
             deps,
-            working_tokens: 0,
             calibration: record.calibration,
             state,
             needs_reply,
@@ -161,15 +156,21 @@ impl Agent {
         self.state
     }
 
-    /// Prompt tokens now: persona + last working context + live history (O(1)).
+    /// What usage counts besides the live history: the persona and the working context's budget
+    /// ([`somna_core::usage::fixed_tokens`]).
+    fn fixed_tokens(&self) -> u64 {
+        usage::fixed_tokens(&self.config.compaction, self.persona_tokens)
+    }
+
+    /// Prompt tokens now as usage counts them: persona + working budget + live history (O(1)).
     pub fn prompt_tokens(&self) -> Result<u64, StoreError> {
-        Ok(self.persona_tokens + self.working_tokens + self.deps.store.usage_tokens(&self.id)?)
+        Ok(self.fixed_tokens() + self.deps.store.usage_tokens(&self.id)?)
     }
 
     /// Usage now, 0–1, calibrated for inexact tokenizers ([`Usage`]). O(1): no history is read.
     pub fn usage(&self) -> Result<f64, StoreError> {
         Ok(Usage::new(
-            self.persona_tokens + self.working_tokens,
+            self.fixed_tokens(),
             self.deps.store.usage_tokens(&self.id)?,
             calibration_factor(&self.counter, &self.calibration),
             self.config.compaction.max_context_tokens,
@@ -325,7 +326,7 @@ impl Agent {
                 importance_since_reflection: self.importance_since_reflection,
                 observations,
                 needs_reply,
-                fixed_tokens: self.persona_tokens + self.working_tokens,
+                fixed_tokens: self.fixed_tokens(),
             },
         }
     }
@@ -335,9 +336,6 @@ impl Agent {
         let now = self.deps.clock.now();
         if let Some(c) = out.calibration {
             self.calibration = c;
-        }
-        if let Some(w) = out.working_tokens {
-            self.working_tokens = w;
         }
         self.importance_since_reflection += out.importance_added;
         if out.reflected {
@@ -430,7 +428,7 @@ impl Agent {
             return;
         }
         if self.stuck_at.is_none() {
-            let fixed = self.persona_tokens + self.working_tokens;
+            let fixed = self.fixed_tokens();
             let reason = match self
                 .deps
                 .compactor

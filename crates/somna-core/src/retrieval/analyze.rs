@@ -1,0 +1,343 @@
+//! The analyzer: how a text becomes the terms it is indexed and searched by.
+//!
+//! Lower-cased alphanumeric runs; one-letter words, stop words (function words, question words and
+//! the filler of chat: "did", "how", "kind", "recently", "really") dropped; every other term
+//! stemmed with Snowball's English stemmer, so plural and tense variants meet ("shelters" and
+//! "shelter", "adopted" and "adopt"). Documents and queries go through the same function, and a
+//! document is indexed with its speaker's name (see [`document_terms`]), so a question that names
+//! a speaker finds what that speaker said, not only what others said about them.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+/// Words that carry no topic: articles, pronouns, auxiliaries, prepositions, question words and
+/// chat filler. Compared before stemming, lower-cased. Sorted, so lookups are a binary search.
+const STOP_WORDS: &[&str] = &[
+    "about",
+    "above",
+    "actually",
+    "after",
+    "again",
+    "against",
+    "ago",
+    "all",
+    "almost",
+    "also",
+    "always",
+    "am",
+    "an",
+    "and",
+    "any",
+    "anyone",
+    "anything",
+    "are",
+    "aren",
+    "around",
+    "as",
+    "at",
+    "back",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "couldn",
+    "did",
+    "didn",
+    "do",
+    "does",
+    "doesn",
+    "doing",
+    "don",
+    "done",
+    "down",
+    "during",
+    "each",
+    "either",
+    "else",
+    "enough",
+    "even",
+    "ever",
+    "every",
+    "few",
+    "for",
+    "from",
+    "further",
+    "get",
+    "gets",
+    "getting",
+    "give",
+    "go",
+    "goes",
+    "going",
+    "gone",
+    "got",
+    "gotten",
+    "had",
+    "hadn",
+    "has",
+    "hasn",
+    "have",
+    "haven",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "hey",
+    "hi",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "however",
+    "ii",
+    "im",
+    "into",
+    "is",
+    "isn",
+    "it",
+    "its",
+    "itself",
+    "ive",
+    "just",
+    "kind",
+    "kinds",
+    "know",
+    "lately",
+    "let",
+    "like",
+    "ll",
+    "lot",
+    "lots",
+    "made",
+    "make",
+    "many",
+    "may",
+    "maybe",
+    "me",
+    "might",
+    "mine",
+    "more",
+    "most",
+    "much",
+    "must",
+    "my",
+    "myself",
+    "never",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "oh",
+    "ok",
+    "okay",
+    "on",
+    "once",
+    "one",
+    "only",
+    "or",
+    "other",
+    "others",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "pretty",
+    "quite",
+    "rather",
+    "re",
+    "really",
+    "recent",
+    "recently",
+    "said",
+    "same",
+    "say",
+    "says",
+    "see",
+    "shall",
+    "she",
+    "should",
+    "shouldn",
+    "since",
+    "so",
+    "some",
+    "something",
+    "sometimes",
+    "still",
+    "such",
+    "sure",
+    "tell",
+    "than",
+    "thank",
+    "thanks",
+    "that",
+    "thats",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "thing",
+    "things",
+    "think",
+    "this",
+    "those",
+    "though",
+    "through",
+    "to",
+    "too",
+    "type",
+    "under",
+    "until",
+    "up",
+    "upon",
+    "us",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "way",
+    "we",
+    "well",
+    "were",
+    "weren",
+    "what",
+    "whats",
+    "when",
+    "where",
+    "whether",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "won",
+    "would",
+    "wouldn",
+    "yeah",
+    "yes",
+    "yet",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// True for a word (lower-cased, before stemming) that is never indexed or searched.
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// The terms of `text`, in order, with repeats: what it is indexed and searched by.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_term(text, |t| out.push(t));
+    out
+}
+
+/// The terms of a document (a message, a journal entry, a fact) with their counts, and its length
+/// in terms. `speaker` (a message's `name`) is indexed as part of the document.
+pub fn document_terms(text: &str, speaker: Option<&str>) -> (HashMap<String, u32>, u32) {
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    let mut len = 0u32;
+    let mut add = |t: String| {
+        len = len.saturating_add(1);
+        *counts.entry(t).or_default() += 1;
+    };
+    if let Some(name) = speaker {
+        for_each_term(name, &mut add);
+    }
+    for_each_term(text, &mut add);
+    (counts, len)
+}
+
+fn for_each_term(text: &str, mut emit: impl FnMut(String)) {
+    let mut lower = String::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        // One letter says nothing ("s" of "Nora's", "I"); one digit may ("room 7").
+        let mut chars = word.chars();
+        match (chars.next(), chars.next()) {
+            (None, _) => continue,
+            (Some(c), None) if !c.is_ascii_digit() => continue,
+            _ => {}
+        }
+        lower.clear();
+        lower.extend(word.chars().flat_map(char::to_lowercase));
+        if is_stop_word(&lower) {
+            continue;
+        }
+        emit(STEMMER.stem(&lower).into_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_list_is_sorted_and_lower_case() {
+        assert!(
+            STOP_WORDS.windows(2).all(|w| w[0] < w[1]),
+            "STOP_WORDS must stay sorted"
+        );
+        assert!(
+            STOP_WORDS
+                .iter()
+                .all(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+        );
+    }
+
+    #[test]
+    fn question_words_and_filler_are_dropped() {
+        assert_eq!(
+            terms("How did Caroline's kind of shelter do recently?"),
+            ["carolin", "shelter"]
+        );
+        assert_eq!(terms("What did you do?"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn plural_and_tense_variants_meet() {
+        assert_eq!(terms("shelters"), terms("Shelter"));
+        assert_eq!(terms("adopted"), terms("adopting"));
+        assert_eq!(terms("paintings"), terms("painted"));
+        assert_eq!(
+            terms("The Sword of Aldric, 40 gold!"),
+            ["sword", "aldric", "40", "gold"]
+        );
+    }
+
+    #[test]
+    fn a_document_is_indexed_with_its_speaker() {
+        let (counts, len) = document_terms("I adopted the cats", Some("Nora"));
+        assert_eq!(len, 3);
+        assert_eq!(counts.get("nora"), Some(&1));
+        assert_eq!(counts.get("adopt"), Some(&1));
+        assert_eq!(counts.get("cat"), Some(&1));
+    }
+}

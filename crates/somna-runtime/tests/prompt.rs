@@ -1,0 +1,270 @@
+//! The prompt: within its budget whatever the history and the config (property test), in a
+//! cache-stable order, with archive hits recalled together with their neighbouring turns, dated.
+
+use proptest::prelude::*;
+use somna_core::message::{Message, ToolCall};
+use somna_core::record::Trigger;
+use somna_core::{Role, Timestamp};
+use somna_runtime::compactor::{CompactRequest, Compactor};
+use somna_runtime::prompt::{self, WorkingContext};
+use somna_store::{CommitOutcome, Store};
+
+use crate::support::*;
+
+/// A history message of about `words` words.
+fn said(i: usize, words: usize) -> Message {
+    let text: Vec<String> = (0..words)
+        .map(|w| format!("{}{}", line(i + w).len(), w))
+        .collect();
+    let m = if i % 2 == 0 {
+        Message::user(format!("{} {}", line(i), text.join(" "))).with_name("Aldric")
+    } else {
+        Message::assistant(format!("{} {}", line(i), text.join(" ")))
+    };
+    with_count(m)
+}
+
+/// The offline builtin provider (its extractive summaries need no server).
+fn builtin_client() -> std::sync::Arc<dyn somna_llm::LlmClient> {
+    somna_llm::build_client(&somna_core::config::LlmConfig::default(), &|_| None).unwrap()
+}
+
+fn with_count(mut m: Message) -> Message {
+    m.tokens = counter().count_message(&m);
+    m
+}
+
+/// A compaction of everything but the last `keep` live messages, with the builtin summarizer.
+async fn compact_all_but(store: &Store, agent: &somna_core::AgentId, keep: u32) {
+    let mut config = agent_config(agent.as_str(), 100_000);
+    config.compaction.preserve_messages = keep;
+    config.compaction.preserve_ratio = 0.0;
+    config.compaction.min_compact_batch = 1;
+    let compactor = Compactor::new(store.clone(), builtin_client());
+    compactor
+        .compact(CompactRequest {
+            agent,
+            config: &config,
+            trigger: Trigger::Manual,
+            fixed_tokens: 0,
+            now: Timestamp(1),
+        })
+        .await
+        .unwrap();
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    window: u32,
+    reply: u32,
+    share: f64,
+    persona_words: usize,
+    /// (words, is a tool exchange) per history message.
+    history: Vec<(usize, bool)>,
+    archived: usize,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        1_024u32..16_384,
+        16u32..2_048,
+        0.0f64..0.6,
+        0usize..300,
+        prop::collection::vec((1usize..400, prop::bool::weighted(0.15)), 1..60),
+        0usize..40,
+    )
+        .prop_map(
+            |(window, reply, share, persona_words, history, archived)| Case {
+                window,
+                reply: reply.min(window / 2),
+                share,
+                persona_words,
+                history,
+                archived,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Whatever the live history, the archive and the split of the window, the prompt stays
+    /// within `max_context_tokens − max_reply_tokens`, keeps tool calls with their results, and
+    /// its reported parts add up.
+    #[test]
+    fn the_prompt_never_exceeds_its_budget(case in case()) {
+        let store = Store::temporary().unwrap();
+        let agent = id("npc");
+        store.create_agent(&agent, Timestamp(0)).unwrap();
+        let mut config = agent_config("npc", case.window);
+        config.compaction.max_reply_tokens = case.reply;
+        config.compaction.working_share = case.share;
+        config.persona = format!("You are Aldric. {}", "Speak plainly. ".repeat(case.persona_words / 2));
+        let counter = counter();
+        // An archive to recall from: the same words as the question below.
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        if case.archived > 0 {
+            let old: Vec<Message> = (0..case.archived).map(|i| said(i, 40)).collect();
+            store.append_batch(&agent, old, Timestamp(0)).unwrap();
+            store.append(&agent, said(999, 3), Timestamp(0)).unwrap();
+            runtime.block_on(compact_all_but(&store, &agent, 1));
+        }
+        let mut history = store.history(&agent).unwrap();
+        let mut n = 0;
+        for (words, tools) in &case.history {
+            if *tools {
+                let call = ToolCall { id: format!("c{n}"), name: "look".into(), arguments: "{}".into() };
+                let mut asks = Message::assistant("");
+                asks.tool_calls = vec![call.clone()];
+                history.push(with_count(asks));
+                history.push(with_count(Message::tool_result(&call.id, "ok ".repeat(*words))));
+            } else {
+                history.push(said(n, *words));
+            }
+            n += 1;
+        }
+        history.push(with_count(Message::user(line(3)).with_name("Aldric")));
+        let (built, working) = prompt::assemble(&store, &agent, &config, &history, &counter).unwrap();
+        let budget = config.compaction.prompt_budget();
+        prop_assert!(built.total_tokens() <= budget, "{} > {budget}", built.total_tokens());
+        prop_assert_eq!(built.budget, budget);
+        prop_assert!(built.working_tokens <= config.compaction.working_budget());
+        // The parts add up to the whole (the reply priming aside).
+        let parts = built.persona_tokens + built.summary_tokens + built.working_tokens + built.history_tokens;
+        prop_assert_eq!(parts + 3, built.total_tokens());
+        // The latest user turn is always there, last but for nothing.
+        prop_assert_eq!(built.messages.last().unwrap().role, Role::User);
+        // No tool result without the call before it.
+        for (i, m) in built.messages.iter().enumerate() {
+            if m.role == Role::Tool {
+                prop_assert!(i > 0 && built.messages[..i].iter().rev().find(|p| p.role != Role::Tool)
+                    .is_some_and(|p| p.tool_calls.iter().any(|c| Some(&c.id) == m.tool_call_id.as_ref())),
+                    "orphaned tool result at {}", i);
+            }
+        }
+        if working.is_empty() {
+            prop_assert!(built.note_index.is_none());
+        }
+    }
+}
+
+/// Consecutive turns between two compactions: the second prompt starts with the whole first
+/// prompt minus its context note; only the new turns and the new note differ.
+#[tokio::test]
+async fn consecutive_prompts_share_everything_but_the_new_turns_and_the_note() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let old: Vec<Message> = (0..40).map(|i| said(i, 20)).collect();
+    store.append_batch(&agent, old, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, 6).await;
+    let mut config = agent_config("npc", 8_192);
+    config.compaction.working_share = 0.25;
+    let counter = counter();
+
+    // Even turns are the user's, odd ones the agent's replies.
+    store.append(&agent, said(4, 4), Timestamp(5)).unwrap();
+    let first = prompt::assemble(
+        &store,
+        &agent,
+        &config,
+        &store.history(&agent).unwrap(),
+        &counter,
+    )
+    .unwrap()
+    .0;
+    store.append(&agent, said(5, 4), Timestamp(6)).unwrap();
+    store.append(&agent, said(6, 4), Timestamp(7)).unwrap();
+    let second = prompt::assemble(
+        &store,
+        &agent,
+        &config,
+        &store.history(&agent).unwrap(),
+        &counter,
+    )
+    .unwrap()
+    .0;
+
+    let note = first
+        .note_index
+        .expect("the first prompt recalls something");
+    assert_eq!(
+        note,
+        first.messages.len() - 2,
+        "the note sits right before the latest user turn"
+    );
+    let mut without_note = first.messages.clone();
+    without_note.remove(note);
+    assert_eq!(second.messages[..without_note.len()], without_note[..]);
+    assert_eq!(second.note_index, Some(second.messages.len() - 2));
+    // The leading system message holds the persona and the summary, nothing per turn.
+    assert!(first.messages[0].content.starts_with(&config.persona));
+    assert!(first.messages[0].content.contains(Message::SUMMARY_PREFIX));
+    assert!(!first.messages[0].content.contains("[WORKING CONTEXT]"));
+}
+
+/// A hit comes back with the turn before it and the reply after it, dated and named, as one
+/// excerpt; the answer in the reply is there though it shares no word with the question.
+#[tokio::test]
+async fn a_hit_brings_its_neighbours_and_their_dates() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let day = |d: u64| Timestamp::parse_rfc3339(&format!("2023-05-{d:02}T10:00:00Z")).unwrap();
+    let mut talk = vec![
+        Message::user("Nora, what did you end up naming the puppy?").with_name("Omar"),
+        Message::assistant("We went with Biscuit!").with_name("Nora"),
+        Message::user("Cute. The bakery was closed today.").with_name("Omar"),
+    ];
+    for (i, m) in talk.iter_mut().enumerate() {
+        m.created_at = day(8 + i as u64);
+        *m = with_count(m.clone());
+    }
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    let filler: Vec<Message> = (0..30).map(|i| said(i, 10)).collect();
+    store.append_batch(&agent, filler, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, 4).await;
+
+    let mut config = agent_config("npc", 8_192);
+    config.compaction.working_share = 0.25;
+    let (built, working) = prompt::preview(
+        &store,
+        &agent,
+        &config,
+        "What is the name of Nora's puppy?",
+        day(20),
+    )
+    .unwrap();
+    let excerpt = &working.excerpts[0];
+    let seqs: Vec<u64> = excerpt.turns.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        [0, 1],
+        "the question and the reply after it: {working:?}"
+    );
+    let note = &built.messages[built.note_index.unwrap()].content;
+    assert!(
+        note.contains("[2023-05-09 10:00] Nora: We went with Biscuit!"),
+        "{note}"
+    );
+    assert!(
+        note.contains("[2023-05-08 10:00] Omar: Nora, what did you end up naming the puppy?"),
+        "{note}"
+    );
+}
+
+/// When the live history alone is over the budget (the emergency compaction has not run yet),
+/// the oldest turns are left out of the prompt, never out of the store.
+#[test]
+fn an_oversized_history_leaves_its_oldest_turns_out_of_the_prompt() {
+    let mut config = agent_config("npc", 2_000);
+    config.compaction.max_reply_tokens = 500;
+    let history: Vec<Message> = (0..100).map(|i| said(i, 30)).collect();
+    let built = prompt::build(&config, &WorkingContext::default(), &history, &counter());
+    assert!(built.total_tokens() <= 1_500, "{}", built.total_tokens());
+    assert!(built.dropped_turns > 50, "{}", built.dropped_turns);
+    assert_eq!(
+        built.messages.last().unwrap().content,
+        history.last().unwrap().content
+    );
+}

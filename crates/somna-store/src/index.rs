@@ -1,0 +1,729 @@
+//! The inverted index: every message, journal entry and memory fact of an agent, by term, so that
+//! searching an archive of 100,000 messages reads only the postings of the query's terms.
+//!
+//! Terms come from somna-core's analyzer (`retrieval::analyze`: stop words dropped, Snowball
+//! stems, a message's speaker indexed with it); scores are BM25 (`retrieval::Collection`).
+//!
+//! The index is derived data, kept beside the content rather than inside its transactions: three
+//! watermarks say what it holds (messages below seq `m`, journal entries below id `j`, facts below
+//! id `f`), and [`Store::catch_up_index`] adds whatever lies between the watermarks and the content
+//! in one atomic batch on the `terms` tree (index writes and new watermarks together). Content
+//! never changes once written (masking and compaction hide it, uncompaction shows it again), so
+//! nothing is ever removed from the index. The catch-up runs, under the agent's lock, after every
+//! compaction commit (which moves the message frontier: messages are indexed once they are
+//! archived, so the live path's appends cost nothing), after journal appends and consolidation,
+//! and before every search — so a crash between a commit and its catch-up loses nothing, and a
+//! database written before the index existed is indexed by its first search.
+//!
+//! Keys in the `terms` tree (`kind` is `m` message, `j` journal entry, `f` fact):
+//!
+//! | key | value |
+//! |---|---|
+//! | `agent ‖ 0x00 ‖ 0x00` | the watermarks and the layout version (an index of another version is rebuilt) |
+//! | `agent ‖ 0x00 ‖ kind ‖ 0x00` | the collection: documents and their total length in terms |
+//! | `agent ‖ 0x00 ‖ kind ‖ term ‖ 0x00` | the term's head: its document frequency and its newest postings (up to [`BLOCK`]) |
+//! | `agent ‖ 0x00 ‖ kind ‖ term ‖ 0x00 ‖ first_id_be64` | a sealed block of [`BLOCK`] older postings |
+//!
+//! A posting is `(id, tf, len)`: the document's id (seq, entry id or fact id), how often the term
+//! occurs in it, and the document's length in terms. Postings are varint-encoded, ids as deltas,
+//! behind a format byte ([`POSTINGS_FORMAT`]). Adding to a term rewrites only its head (at most
+//! [`BLOCK`] postings); a search reads each query term's head and blocks with one range scan.
+
+use std::collections::BTreeMap;
+
+use sled::IVec;
+use somna_core::retrieval::{Collection, document_terms, terms};
+use somna_core::{AgentId, AgentRecord, Cover, Fact, JournalEntry, Message, MessageKind};
+
+use crate::codec;
+use crate::error::{Result, StoreError};
+use crate::keys;
+use crate::store::{Store, tree_names};
+
+/// The index layout this build writes and reads; an agent whose index has another version is
+/// re-indexed from scratch by its next catch-up.
+pub const INDEX_VERSION: u64 = 1;
+/// Postings per sealed block (and at most in a head).
+pub const BLOCK: usize = 128;
+/// The first byte of every postings value.
+pub const POSTINGS_FORMAT: u8 = 1;
+
+/// What kind of document an index entry points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DocKind {
+    /// A message (its id is its seq).
+    Message,
+    /// A journal entry (its entry id).
+    Journal,
+    /// A memory fact (its fact id).
+    Fact,
+}
+
+impl DocKind {
+    fn byte(self) -> u8 {
+        match self {
+            DocKind::Message => b'm',
+            DocKind::Journal => b'j',
+            DocKind::Fact => b'f',
+        }
+    }
+}
+
+/// A document found by a search, with its BM25 score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoredDoc {
+    /// The document's id: a message's seq, a journal entry's id, a fact's id.
+    pub id: u64,
+    pub score: f64,
+}
+
+/// An archived message found by [`Store::search_archive`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArchiveHit {
+    /// The original message (never a summary or a masked placeholder).
+    pub message: Message,
+    pub score: f64,
+}
+
+/// One posting: a document that contains a term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Posting {
+    id: u64,
+    tf: u32,
+    len: u32,
+}
+
+/// Documents to add to the index, collected by kind and term.
+#[derive(Debug, Default)]
+pub(crate) struct PendingDocs {
+    /// Postings per (kind, term), in id order.
+    postings: BTreeMap<(DocKind, String), Vec<Posting>>,
+    /// Documents and total length added per kind.
+    added: BTreeMap<DocKind, (u64, u64)>,
+}
+
+impl PendingDocs {
+    /// Adds a document of `kind` with id `id`.
+    pub(crate) fn add(&mut self, kind: DocKind, id: u64, text: &str, speaker: Option<&str>) {
+        let (counts, len) = document_terms(text, speaker);
+        if len == 0 {
+            return;
+        }
+        let added = self.added.entry(kind).or_default();
+        added.0 += 1;
+        added.1 += u64::from(len);
+        for (term, tf) in counts {
+            self.postings
+                .entry((kind, term))
+                .or_default()
+                .push(Posting { id, tf, len });
+        }
+    }
+
+    /// Adds a message if it is a normal message with text (summaries and placeholders are not
+    /// searched: the originals they stand for are).
+    pub(crate) fn add_message(&mut self, message: &Message) {
+        if matches!(message.kind, MessageKind::Normal) && !message.content.trim().is_empty() {
+            self.add(
+                DocKind::Message,
+                message.seq,
+                &message.content,
+                message.name.as_deref(),
+            );
+        }
+    }
+}
+
+/// The index writes (key, value) that add `docs` to an index whose current values `read` returns.
+fn writes_over(
+    read: impl Fn(&[u8]) -> Result<Option<IVec>>,
+    id: &AgentId,
+    docs: &PendingDocs,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for (&kind, &(n, len)) in &docs.added {
+        let key = collection_key(id, kind);
+        let (docs_now, len_now) = match read(&key)? {
+            Some(v) => decode_collection(&key, &v)?,
+            None => (0, 0),
+        };
+        out.push((key, encode_collection(docs_now + n, len_now + len)));
+    }
+    for ((kind, term), new) in &docs.postings {
+        let head_key = head_key(id, *kind, term);
+        let (mut df, mut tail) = match read(&head_key)? {
+            Some(v) => decode_head(&head_key, &v)?,
+            None => (0, Vec::new()),
+        };
+        df += new.len() as u64;
+        tail.extend_from_slice(new);
+        // Seal the oldest BLOCK postings while more than BLOCK remain; the head keeps the rest.
+        let mut start = 0;
+        while tail.len() - start > BLOCK {
+            let block = &tail[start..start + BLOCK];
+            let mut key = head_key.clone();
+            key.extend_from_slice(&block[0].id.to_be_bytes());
+            out.push((key, encode_postings(None, block)));
+            start += BLOCK;
+        }
+        out.push((head_key, encode_postings(Some(df), &tail[start..])));
+    }
+    Ok(out)
+}
+
+/// What the index holds: documents below these ids, per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Watermarks {
+    messages: u64,
+    entries: u64,
+    facts: u64,
+}
+
+impl Store {
+    /// The best `limit` documents of `kind` for `query`, best first (ties: the newer first),
+    /// among what is indexed: journal entries and facts as soon as they are written, messages
+    /// once archived (compacted away). Reads only the postings of the query's terms.
+    pub fn search(
+        &self,
+        id: &AgentId,
+        kind: DocKind,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ScoredDoc>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.catch_up_index(id, &guard)?;
+        let mut scored = self.score(id, kind, query)?;
+        best_first(&mut scored, limit);
+        scored.truncate(limit);
+        Ok(scored)
+    }
+
+    /// The best `limit` archived messages for `query` (compacted away or masked: what the live
+    /// history no longer shows), best first, as their originals.
+    pub fn search_archive(
+        &self,
+        id: &AgentId,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ArchiveHit>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.catch_up_index(id, &guard)?;
+        let mut scored = self.score(id, DocKind::Message, query)?;
+        // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
+        // asked for, and all of them if that was not enough.
+        let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
+        let mut hits = Vec::new();
+        let mut i = 0;
+        while hits.len() < limit && i < scored.len() {
+            if i == ranked {
+                ranked = best_first(&mut scored, usize::MAX);
+            }
+            let doc = scored[i];
+            i += 1;
+            if let Some(message) = self.archived_original(id, &guard.covers, doc.id)? {
+                hits.push(ArchiveHit {
+                    message,
+                    score: doc.score,
+                });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// The original of message `seq` if it is archived (hidden under a cover, or masked in live
+    /// history), else `None` (live, or never appended).
+    pub fn archived_message(&self, id: &AgentId, seq: u64) -> Result<Option<Message>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.archived_original(id, &guard.covers, seq)
+    }
+
+    fn archived_original(
+        &self,
+        id: &AgentId,
+        covers: &[Cover],
+        seq: u64,
+    ) -> Result<Option<Message>> {
+        let trees = &self.inner.trees;
+        let key = keys::seq(id, seq);
+        let hidden = covers.iter().any(|c| c.contains(seq));
+        let in_history: Option<Message> = match trees.history.get(&key)? {
+            Some(v) => Some(codec::decode(tree_names::HISTORY, &key, &v)?),
+            None => None,
+        };
+        let original = match in_history {
+            Some(m) if matches!(m.kind, MessageKind::Normal) => {
+                return Ok(hidden.then_some(m));
+            }
+            // Masked in place (its original is in the archive tree), or moved there by a layout-1
+            // compaction.
+            _ => match trees.archive.get(&key)? {
+                Some(v) => codec::decode::<Message>(tree_names::ARCHIVE, &key, &v)?,
+                None => return Ok(None),
+            },
+        };
+        Ok(matches!(original.kind, MessageKind::Normal).then_some(original))
+    }
+
+    /// Brings the agent's index up to its content: messages up to the archive's frontier (the end
+    /// of the last cover, or the last original in the archive tree), every journal entry and
+    /// fact. One atomic batch on the `terms` tree; nothing to do costs one read. The caller holds
+    /// the agent's lock (`record` is what it guards).
+    pub(crate) fn catch_up_index(&self, id: &AgentId, record: &AgentRecord) -> Result<()> {
+        let tree = &self.inner.trees.terms;
+        let meta = meta_key(id);
+        let mut batch = sled::Batch::default();
+        let from = match tree.get(&meta)? {
+            Some(v) => match decode_meta(&meta, &v)? {
+                Some(marks) => marks,
+                None => {
+                    // Another layout: start over.
+                    for item in tree.scan_prefix(keys::prefix(id)) {
+                        batch.remove(item?.0);
+                    }
+                    Watermarks::default()
+                }
+            },
+            None => Watermarks::default(),
+        };
+        let to = Watermarks {
+            messages: self.message_frontier(id, record)?.max(from.messages),
+            entries: record.next_entry_id.max(from.entries),
+            facts: record.next_fact_id.max(from.facts),
+        };
+        if to == from {
+            return Ok(());
+        }
+        let docs = self.documents_between(id, from, to)?;
+        let rebuilding = from == Watermarks::default();
+        let writes = if rebuilding {
+            writes_over(|_| Ok(None), id, &docs)?
+        } else {
+            writes_over(|key| Ok(tree.get(key)?), id, &docs)?
+        };
+        for (key, value) in writes {
+            batch.insert(key, value);
+        }
+        batch.insert(meta, encode_meta(to));
+        tree.apply_batch(batch)?;
+        tracing::debug!(agent = %id, from = ?from, to = ?to, "search index caught up");
+        Ok(())
+    }
+
+    /// [`Store::catch_up_index`] after a commit that added content: a failure is logged, not
+    /// returned (the commit stands, and the next search catches up).
+    pub(crate) fn index_after_commit(&self, id: &AgentId, record: &AgentRecord) {
+        if let Err(e) = self.catch_up_index(id, record) {
+            tracing::warn!(agent = %id, error = %e, "could not update the search index; the next search will");
+        }
+    }
+
+    /// The seq below which every message is archived or was once: past the last cover and past
+    /// every original in the archive tree (masked originals, layout-1 compactions).
+    fn message_frontier(&self, id: &AgentId, record: &AgentRecord) -> Result<u64> {
+        let covered = record
+            .covers
+            .last()
+            .map_or(0, |c| c.through.saturating_add(1));
+        let prefix = keys::prefix(id);
+        let archived = match self
+            .inner
+            .trees
+            .archive
+            .range(prefix.clone()..keys::prefix_end(&prefix))
+            .next_back()
+        {
+            Some(item) => {
+                let (key, _) = item?;
+                keys::parse_message(prefix.len(), &key).map_or(0, |k| k.seq().saturating_add(1))
+            }
+            None => 0,
+        };
+        Ok(covered.max(archived).min(record.next_seq))
+    }
+
+    /// The documents with ids in `from..to` per kind, as the index holds them.
+    fn documents_between(
+        &self,
+        id: &AgentId,
+        from: Watermarks,
+        to: Watermarks,
+    ) -> Result<PendingDocs> {
+        let trees = &self.inner.trees;
+        let mut docs = PendingDocs::default();
+        if from.messages < to.messages {
+            // Each seq once: the original in history, else in the archive tree (masked, layout 1).
+            let mut found: BTreeMap<u64, Message> = BTreeMap::new();
+            for (tree, name) in [
+                (&trees.archive, tree_names::ARCHIVE),
+                (&trees.history, tree_names::HISTORY),
+            ] {
+                let range = keys::seq(id, from.messages)..keys::seq(id, to.messages);
+                for item in tree.range(range) {
+                    let (key, value) = item?;
+                    let m: Message = codec::decode(name, &key, &value)?;
+                    if matches!(m.kind, MessageKind::Normal) {
+                        found.insert(m.seq, m);
+                    }
+                }
+            }
+            for m in found.values() {
+                docs.add_message(m);
+            }
+        }
+        if from.entries < to.entries {
+            let range = keys::seq(id, from.entries)..keys::seq(id, to.entries);
+            for item in trees.journal.range(range) {
+                let (key, value) = item?;
+                let e: JournalEntry = codec::decode(tree_names::JOURNAL, &key, &value)?;
+                docs.add(DocKind::Journal, e.id, &e.content, None);
+            }
+        }
+        if from.facts < to.facts {
+            let range = keys::seq(id, from.facts)..keys::seq(id, to.facts);
+            for item in trees.memory.range(range) {
+                let (key, value) = item?;
+                let f: Fact = codec::decode(tree_names::MEMORY, &key, &value)?;
+                docs.add(DocKind::Fact, f.id, &f.text, None);
+            }
+        }
+        Ok(docs)
+    }
+
+    /// BM25 scores of the documents of `kind` that hold a term of `query`, from a merge of the
+    /// terms' id-ordered postings (no hashing). A term found in more than a tenth of the documents
+    /// (a speaker's name, a word of every day) only adds to documents a rarer term found, unless
+    /// every query term is that common — so common words refine the ranking without flooding it.
+    /// Called under the agent's lock.
+    fn score(&self, id: &AgentId, kind: DocKind, query: &str) -> Result<Vec<ScoredDoc>> {
+        let tree = &self.inner.trees.terms;
+        let mut query_terms = terms(query);
+        query_terms.sort_unstable();
+        query_terms.dedup();
+        if query_terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (docs, total_len) = read_collection(tree, &collection_key(id, kind))?;
+        if docs == 0 {
+            return Ok(Vec::new());
+        }
+        let collection = Collection::new(docs, total_len);
+        // Each term's head: its df (the term's postings are read below, rarest term first).
+        let mut by_df: Vec<(u64, Vec<u8>)> = Vec::with_capacity(query_terms.len());
+        for term in &query_terms {
+            let key = head_key(id, kind, term);
+            if let Some(v) = tree.get(&key)? {
+                let df = Reader::new(&key, &v)?.varint()?;
+                by_df.push((df, key));
+            }
+        }
+        by_df.sort();
+        // Every term's postings in id order: the sealed blocks (oldest first), then the head.
+        let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(by_df.len());
+        for (_, head_key) in &by_df {
+            let mut list = Vec::new();
+            let mut head = Vec::new();
+            for item in tree.range(head_key.clone()..keys::prefix_end(head_key)) {
+                let (key, value) = item?;
+                if key.len() == head_key.len() {
+                    head = decode_head(&key, &value)?.1;
+                } else {
+                    decode_postings_into(&key, &value, &mut list)?;
+                }
+            }
+            list.append(&mut head);
+            lists.push(list);
+        }
+        let common = (docs / 10).max(COMMON_FLOOR);
+        let idf: Vec<f64> = by_df.iter().map(|(df, _)| collection.idf(*df)).collect();
+        // Common terms only add to documents a rare term found, unless every term is common.
+        let rare = by_df.iter().filter(|(df, _)| *df <= common).count();
+        let rare = if rare == 0 { lists.len() } else { rare };
+        // Merge the sorted lists: at each step the smallest id among the cursors.
+        let mut cursor = vec![0usize; lists.len()];
+        let mut scored = Vec::new();
+        loop {
+            let next = lists
+                .iter()
+                .zip(&cursor)
+                .filter_map(|(list, &at)| list.get(at).map(|p| p.id))
+                .min();
+            let Some(doc) = next else { break };
+            let mut score = 0.0;
+            let mut found_by_rare = false;
+            for (i, list) in lists.iter().enumerate() {
+                if let Some(p) = list.get(cursor[i]).filter(|p| p.id == doc) {
+                    score += collection.term_score(idf[i], p.tf, p.len);
+                    found_by_rare |= i < rare;
+                    cursor[i] += 1;
+                }
+            }
+            if found_by_rare {
+                scored.push(ScoredDoc { id: doc, score });
+            }
+        }
+        Ok(scored)
+    }
+
+    /// How the agent's stored index differs from what indexing its content up to the stored
+    /// watermarks would write (for `check_invariants`): `None` when it does not, else one line
+    /// naming the first difference and how many keys differ.
+    pub(crate) fn index_difference(&self, id: &AgentId) -> Result<Option<String>> {
+        let tree = &self.inner.trees.terms;
+        let meta = meta_key(id);
+        let marks = match tree.get(&meta)? {
+            Some(v) => match decode_meta(&meta, &v)? {
+                Some(marks) => marks,
+                None => return Ok(Some("the search index has another layout".to_string())),
+            },
+            None => Watermarks::default(),
+        };
+        let docs = self.documents_between(id, Watermarks::default(), marks)?;
+        let mut expected: BTreeMap<Vec<u8>, Vec<u8>> =
+            writes_over(|_| Ok(None), id, &docs)?.into_iter().collect();
+        let mut differences: Vec<String> = Vec::new();
+        for item in tree.scan_prefix(keys::prefix(id)) {
+            let (key, value) = item?;
+            if key.as_ref() == meta.as_slice() {
+                continue;
+            }
+            match expected.remove(key.as_ref()) {
+                Some(v) if v == value.as_ref() => {}
+                Some(_) => differences.push(format!("{} does not match", render_key(&key))),
+                None => differences.push(format!("{} indexes nothing", render_key(&key))),
+            }
+        }
+        differences.extend(
+            expected
+                .keys()
+                .map(|key| format!("{} is missing", render_key(key))),
+        );
+        Ok(differences.first().map(|first| {
+            format!(
+                "the search index does not match the content: {} key(s) differ, e.g. {first}",
+                differences.len()
+            )
+        }))
+    }
+}
+
+/// Below this many documents no term counts as common (see `Store::score`).
+const COMMON_FLOOR: u64 = 256;
+
+fn meta_key(id: &AgentId) -> Vec<u8> {
+    let mut k = keys::prefix(id);
+    k.push(0);
+    k
+}
+
+fn encode_meta(marks: Watermarks) -> Vec<u8> {
+    let mut out = vec![POSTINGS_FORMAT];
+    for n in [INDEX_VERSION, marks.messages, marks.entries, marks.facts] {
+        put_varint(&mut out, n);
+    }
+    out
+}
+
+/// The watermarks, or `None` for an index of another layout version.
+fn decode_meta(key: &[u8], value: &[u8]) -> Result<Option<Watermarks>> {
+    let mut r = Reader::new(key, value)?;
+    if r.varint()? != INDEX_VERSION {
+        return Ok(None);
+    }
+    Ok(Some(Watermarks {
+        messages: r.varint()?,
+        entries: r.varint()?,
+        facts: r.varint()?,
+    }))
+}
+
+/// An index key rendered readably: `agent/terms/m/shelter` for a head, `…/shelter@128` for a
+/// sealed block, `agent/terms/m` for a collection, `agent/terms` for the version.
+fn render_key(key: &[u8]) -> String {
+    let Some(sep) = key.iter().position(|&b| b == keys::SEP) else {
+        return key.escape_ascii().to_string();
+    };
+    let mut out = format!("{}/terms", key[..sep].escape_ascii());
+    let rest = &key[sep + 1..];
+    let Some((&kind, rest)) = rest.split_first() else {
+        return out;
+    };
+    if kind == 0 {
+        return out;
+    }
+    out.push('/');
+    out.push(char::from(kind));
+    let Some(end) = rest.iter().position(|&b| b == keys::SEP) else {
+        return out;
+    };
+    if end > 0 {
+        out.push('/');
+        out.push_str(&rest[..end].escape_ascii().to_string());
+    }
+    if let Ok(first) = <[u8; 8]>::try_from(&rest[end + 1..]) {
+        out.push_str(&format!("@{}", u64::from_be_bytes(first)));
+    }
+    out
+}
+
+/// Puts the best `n` of `scored` first, in order (best first; equal scores: the newer document
+/// first), without sorting the rest; returns how many are in order.
+fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
+    let order = |a: &ScoredDoc, b: &ScoredDoc| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id));
+    let n = n.min(scored.len());
+    if n == 0 {
+        return 0;
+    }
+    if n < scored.len() {
+        scored.select_nth_unstable_by(n - 1, order);
+    }
+    scored[..n].sort_by(order);
+    n
+}
+
+fn collection_key(id: &AgentId, kind: DocKind) -> Vec<u8> {
+    let mut k = keys::prefix(id);
+    k.push(kind.byte());
+    k.push(keys::SEP);
+    k
+}
+
+fn head_key(id: &AgentId, kind: DocKind, term: &str) -> Vec<u8> {
+    let mut k = keys::prefix(id);
+    k.push(kind.byte());
+    k.extend_from_slice(term.as_bytes());
+    k.push(keys::SEP);
+    k
+}
+
+fn read_collection(tree: &sled::Tree, key: &[u8]) -> Result<(u64, u64)> {
+    match tree.get(key)? {
+        Some(v) => decode_collection(key, &v),
+        None => Ok((0, 0)),
+    }
+}
+
+fn decode_collection(key: &[u8], value: &[u8]) -> Result<(u64, u64)> {
+    let mut r = Reader::new(key, value)?;
+    Ok((r.varint()?, r.varint()?))
+}
+
+fn encode_collection(docs: u64, len: u64) -> Vec<u8> {
+    let mut out = vec![POSTINGS_FORMAT];
+    put_varint(&mut out, docs);
+    put_varint(&mut out, len);
+    out
+}
+
+/// A head (`df` set) or a sealed block (`df` none): the format byte, [df,] the count, then the
+/// postings (the first id whole, the rest as deltas).
+fn encode_postings(df: Option<u64>, postings: &[Posting]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + postings.len() * 4);
+    out.push(POSTINGS_FORMAT);
+    if let Some(df) = df {
+        put_varint(&mut out, df);
+    }
+    put_varint(&mut out, postings.len() as u64);
+    let mut prev = 0;
+    for p in postings {
+        put_varint(&mut out, p.id - prev);
+        prev = p.id;
+        put_varint(&mut out, u64::from(p.tf));
+        put_varint(&mut out, u64::from(p.len));
+    }
+    out
+}
+
+fn decode_head(key: &[u8], value: &[u8]) -> Result<(u64, Vec<Posting>)> {
+    let mut r = Reader::new(key, value)?;
+    let df = r.varint()?;
+    let mut postings = Vec::new();
+    r.postings(&mut postings)?;
+    Ok((df, postings))
+}
+
+fn decode_postings_into(key: &[u8], value: &[u8], out: &mut Vec<Posting>) -> Result<()> {
+    Reader::new(key, value)?.postings(out)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// Reads a postings value, failing with an error that names the key.
+struct Reader<'a> {
+    key: &'a [u8],
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(key: &'a [u8], bytes: &'a [u8]) -> Result<Self> {
+        let reader = Reader { key, bytes, pos: 1 };
+        match bytes.first() {
+            Some(&POSTINGS_FORMAT) => Ok(reader),
+            Some(&version) => Err(reader.malformed(&format!(
+                "has postings format {version}, this build reads format {POSTINGS_FORMAT}"
+            ))),
+            None => Err(reader.malformed("is empty")),
+        }
+    }
+
+    fn varint(&mut self) -> Result<u64> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&b) = self.bytes.get(self.pos) else {
+                return Err(self.malformed("ends inside a number"));
+            };
+            self.pos += 1;
+            n |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(n);
+            }
+        }
+        Err(self.malformed("has a number longer than 64 bits"))
+    }
+
+    fn postings(&mut self, out: &mut Vec<Posting>) -> Result<()> {
+        let count = self.varint()?;
+        let mut id = 0u64;
+        for _ in 0..count {
+            id = id
+                .checked_add(self.varint()?)
+                .ok_or_else(|| self.malformed("has an id past u64"))?;
+            let tf = u32::try_from(self.varint()?).unwrap_or(u32::MAX);
+            let len = u32::try_from(self.varint()?).unwrap_or(u32::MAX);
+            out.push(Posting { id, tf, len });
+        }
+        if self.pos != self.bytes.len() {
+            return Err(self.malformed("has bytes after its postings"));
+        }
+        Ok(())
+    }
+
+    fn malformed(&self, why: &str) -> StoreError {
+        StoreError::Malformed {
+            tree: tree_names::TERMS,
+            key: render_key(self.key),
+            reason: why.to_string(),
+        }
+    }
+}
