@@ -268,9 +268,11 @@ impl Builder {
     }
 
     fn fill(&self, template: &str, p: usize, value: &str) -> String {
-        template
-            .replace("{P}", self.speakers[p])
-            .replace("{V}", value)
+        capitalized(
+            &template
+                .replace("{P}", self.speakers[p])
+                .replace("{V}", value),
+        )
     }
 
     /// A value of `values` that overlaps no value used so far.
@@ -846,6 +848,15 @@ fn pick_pair<'a>(
         "kind {kind}: no template pair fits {category}"
     );
     rng.pick(&pairs)
+}
+
+/// `text` with its first letter upper case ("a mocha, please!" → "A mocha, please!").
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// `n` distinct sessions in increasing order.

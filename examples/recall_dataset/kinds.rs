@@ -1109,7 +1109,7 @@ const RELATIVE_INTRO: &[&str] = &[
     "My {REL} {R} says hi to everyone, by the way.",
 ];
 const RELATIVE_NEWS_FIRST: &[&str] = &[
-    "Big news from {R}: {V}!",
+    "Big news: {R} {V}!",
     "{R} {V}, can you believe it?",
 ];
 const RELATIVE_NEWS_TOLD: &[&str] = &["Bumped into {R} in town, apparently {R} {V}!"];
