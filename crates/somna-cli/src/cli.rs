@@ -73,6 +73,9 @@ pub enum Command {
     Stats,
     /// Check the storage invariants of every agent (nothing lost, nothing duplicated).
     Check,
+    /// Measure Somna (no database needed: each conversation goes into a temporary one).
+    #[command(subcommand)]
+    Eval(EvalCommand),
     /// Print an agent's live history (or its archive).
     History {
         agent: String,
@@ -104,6 +107,38 @@ pub enum Command {
         /// At most N entries.
         #[arg(long, short = 'n')]
         limit: Option<usize>,
+    },
+}
+
+/// `somna eval …`: Somna measuring itself.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Recall: import each conversation of DATASET_DIR with the config's `[defaults]` agent
+    /// settings (and `--set`), build the prompt for each question, and report the share whose
+    /// prompt holds some / all of the answer turns, against two baselines (docs/recall.md).
+    Recall {
+        /// A directory with `conversations/<name>.jsonl` and `questions.jsonl`.
+        #[arg(value_name = "DATASET_DIR")]
+        dataset: PathBuf,
+        /// Skip the baselines (last-window, bm25-top5).
+        #[arg(long)]
+        no_baselines: bool,
+        /// After each import, sleep (consolidate the journal into memory facts) and measure
+        /// again: the report gains a `somna+sleep` row.
+        #[arg(long)]
+        consolidate: bool,
+        /// Only the first N conversations (by name).
+        #[arg(long, value_name = "N")]
+        limit_conversations: Option<usize>,
+        /// Only the first N questions of each conversation.
+        #[arg(long, value_name = "N")]
+        limit_questions: Option<usize>,
+        /// With --json: every question's outcome per method too.
+        #[arg(long)]
+        details: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
     },
 }
 

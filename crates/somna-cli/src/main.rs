@@ -9,6 +9,7 @@
 
 mod backend;
 mod cli;
+mod eval;
 mod local;
 mod output;
 mod remote;
@@ -26,7 +27,7 @@ use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_store::{Store, StoreError, StoreOptions};
 
 use backend::{Backend, JournalFilters};
-use cli::{AgentCommand, Cli, Command};
+use cli::{AgentCommand, Cli, Command, EvalCommand};
 use local::Local;
 use output::Out;
 use remote::{ApiFailure, Remote};
@@ -182,6 +183,33 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             Local { config, store, out }.check()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Eval(EvalCommand::Recall {
+            dataset,
+            no_baselines,
+            consolidate,
+            limit_conversations,
+            limit_questions,
+            details,
+            quiet,
+        }) => {
+            let config = match load_config(&cli.config, &cli.set) {
+                Ok(c) => c,
+                Err(LoadError::Invalid(errors)) => {
+                    out.config_errors(&cli.config, &errors);
+                    return Ok(ExitCode::from(EXIT_INVALID));
+                }
+                Err(LoadError::Io(e)) => return Err(e),
+            };
+            let options = somna_runtime::eval::RecallOptions {
+                baselines: !no_baselines,
+                consolidate: *consolidate,
+                limit_conversations: *limit_conversations,
+                limit_questions: *limit_questions,
+                details: *details,
+            };
+            eval::recall(dataset, &config, &options, *quiet, out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Agent(AgentCommand::Prompt { agent, input }) => {
             let (config, store) = open(&cli)?;
             Local { config, store, out }.prompt(&agent_id(agent)?, input)?;
@@ -232,6 +260,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         Command::CheckConfig { .. } => "check-config",
         Command::Stats => "stats",
         Command::Check => "check",
+        Command::Eval(_) => "eval",
         Command::Agent(AgentCommand::Prompt { .. }) => "prompt",
         Command::Agent(AgentCommand::Import { .. }) => "import",
         Command::Agent(AgentCommand::Export { .. }) => "export",
@@ -307,7 +336,11 @@ fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
             }
         },
         // Handled in `run` before a backend is chosen.
-        Command::Run { .. } | Command::CheckConfig { .. } | Command::Stats | Command::Check => {
+        Command::Run { .. }
+        | Command::CheckConfig { .. }
+        | Command::Stats
+        | Command::Check
+        | Command::Eval(_) => {
             Err(local_only_error(local_only(command).unwrap_or("this command")).into())
         }
     }
@@ -552,6 +585,7 @@ mod tests {
             &["status", "no/slash"][..],
             &["stats"],
             &["prompt", "ada", "--input", "hi"],
+            &["eval", "recall", "datasets/recall"],
         ] {
             let cli = Cli::try_parse_from(std::iter::once("somna").chain(args.iter().copied()))?;
             let recorder = Recorder::default();

@@ -9,6 +9,7 @@ use serde_json::Value;
 use somna_core::config::{AgentConfig, ConfigErrors, ResolvedConfig};
 use somna_core::record::EventRecord;
 use somna_core::{AgentId, AgentRecord, Fact, JournalEntry, Message, MessageKind, Timestamp};
+use somna_runtime::eval::RecallReport;
 use somna_runtime::prompt::{Prompt, WorkingContext};
 use somna_runtime::{AgentState, AgentStatus};
 
@@ -247,6 +248,69 @@ impl Out {
     }
 
     /// The dry-run prompt: each message with its token count, then the totals.
+    /// `somna eval recall`: one row per method and category, then the method's overall row.
+    pub fn recall(&self, dataset: &Path, report: &RecallReport) {
+        if self.json {
+            self.print_json(report);
+            return;
+        }
+        let compactions: usize = report.imports.iter().map(|i| i.compactions).sum();
+        let fallbacks: usize = report.imports.iter().map(|i| i.fallbacks).sum();
+        println!(
+            "recall on {}: {} conversations, {} turns, {} questions",
+            dataset.display(),
+            report.conversations,
+            report.turns,
+            report.questions
+        );
+        println!(
+            "model {} · max_context_tokens {} · budget {} tokens · imports {:.1} s ({compactions} \
+compactions, {fallbacks} by fallback)",
+            report.model,
+            report.max_context_tokens,
+            report.budget,
+            report.import_ms / 1000.0
+        );
+        println!();
+        println!(
+            "{:<12} {:<12} {:>9} {:>7} {:>7} {:>7} {:>7} {:>6} {:>5} {:>8} {:>8}",
+            "method",
+            "category",
+            "questions",
+            "some %",
+            "all %",
+            "dated %",
+            "tokens",
+            "max",
+            "over",
+            "ms/q",
+            "p95 ms"
+        );
+        for m in &report.methods {
+            let rows = m
+                .categories
+                .iter()
+                .map(|(c, s)| (c.as_str(), s))
+                .chain(std::iter::once(("overall", &m.overall)));
+            for (category, s) in rows {
+                println!(
+                    "{:<12} {:<12} {:>9} {:>7.1} {:>7.1} {:>7.1} {:>7.0} {:>6} {:>5} {:>8.2} {:>8.2}",
+                    m.method,
+                    category,
+                    s.questions,
+                    s.some_share * 100.0,
+                    s.all_share * 100.0,
+                    s.dated_share * 100.0,
+                    s.tokens_mean,
+                    s.tokens_max,
+                    s.over_budget,
+                    s.ms_mean,
+                    s.ms_p95
+                );
+            }
+        }
+    }
+
     pub fn prompt(&self, config: &AgentConfig, prompt: &Prompt, working: &WorkingContext) {
         if self.json {
             self.print_json(&serde_json::json!({

@@ -476,3 +476,55 @@ fn import_keeps_message_times_and_export_writes_them_back() {
         "{note}"
     );
 }
+
+/// `somna eval recall --json` on a slice of the shipped dataset: a report with one row per method,
+/// every question counted, nothing over budget; a missing dataset is invalid input (exit 2).
+#[test]
+fn eval_recall_prints_a_json_report_of_the_three_methods() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), "[store]\npath = \"db\"\n").unwrap();
+    let dataset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall");
+    let dataset = dataset.to_str().unwrap();
+    let o = somna(
+        dir.path(),
+        &[
+            "eval",
+            "recall",
+            dataset,
+            "--json",
+            "--limit-conversations",
+            "1",
+            "--limit-questions",
+            "20",
+            "--set",
+            "defaults.compaction.max_context_tokens=4000",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["questions"], 20);
+    assert_eq!(report["max_context_tokens"], 4000);
+    let methods: Vec<&str> = report["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["somna", "last-window", "bm25-top5"]);
+    for m in report["methods"].as_array().unwrap() {
+        assert_eq!(m["overall"]["questions"], 20);
+        assert_eq!(m["overall"]["over_budget"], 0);
+        assert!(m["overall"]["all"].as_u64() <= m["overall"]["some"].as_u64());
+    }
+    // No database is created: each conversation went into a temporary store.
+    assert!(!dir.path().join("db").exists());
+
+    let o = somna(dir.path(), &["eval", "recall", "no-such-dir"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no-such-dir"), "{}", text(&o));
+    let o = somna(
+        dir.path(),
+        &["eval", "recall", dataset, "--server", "http://127.0.0.1:1"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

@@ -12,6 +12,8 @@
 //! - [`ops`]: agent operations decided once (create, retire, load, uncompact), called by
 //!   `Runtime` and by `Offline`, the same operations on a database no runtime hosts.
 //! - [`import`]: OpenAI-format JSONL import, compacting at the thresholds as it goes.
+//! - [`eval`]: recall measurement (`somna eval recall`): import a dataset's conversations, check
+//!   which answer turns each question's prompt holds, against two frozen baselines.
 //! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
@@ -22,6 +24,7 @@ pub mod actor;
 pub mod agent;
 pub mod clock;
 pub mod compactor;
+pub mod eval;
 pub mod events;
 pub mod import;
 pub mod ops;

@@ -8,6 +8,7 @@ mod main_job;
 mod ops;
 mod prompt;
 mod properties;
+mod recall;
 mod runtime;
 mod sleep;
 mod support;

@@ -1,0 +1,120 @@
+//! `eval::recall` on a slice of the shipped recall dataset (datasets/recall/): every question is
+//! accounted for, the numbers add up, no prompt is over budget, and Somna's recall stays above a
+//! floor set a few points under what it measured when the floor was set — so a regression in
+//! retrieval or prompt assembly fails here. Offline: the builtin provider.
+
+use std::path::PathBuf;
+
+use somna_core::config::ResolvedConfig;
+use somna_llm::build_client;
+use somna_runtime::eval::{
+    self, BM25_TOP5, Dataset, LAST_WINDOW, RecallOptions, RecallReport, SOMNA, SOMNA_CONSOLIDATED,
+};
+
+/// The slice: the first 2 conversations, the first 30 questions of each.
+const CONVERSATIONS: usize = 2;
+const QUESTIONS: usize = 30;
+/// Somna's floors on the slice at a 4,000-token window (measured when set: some 0.533, all 0.467,
+/// i.e. 32 and 28 of 60). Raise them when retrieval improves.
+const SOME_FLOOR: f64 = 0.48;
+const ALL_FLOOR: f64 = 0.42;
+
+fn dataset() -> Dataset {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall");
+    Dataset::load(&dir).unwrap()
+}
+
+fn config() -> ResolvedConfig {
+    ResolvedConfig::load(
+        "[defaults.compaction]\nmax_context_tokens = 4000\n",
+        "recall-test.toml",
+        &[],
+    )
+    .unwrap()
+}
+
+async fn run(options: RecallOptions) -> RecallReport {
+    let config = config();
+    let llm = build_client(&config.llm, &|_| None).unwrap();
+    eval::recall(&dataset(), &config, llm, &options)
+        .await
+        .unwrap()
+}
+
+fn slice() -> RecallOptions {
+    RecallOptions {
+        limit_conversations: Some(CONVERSATIONS),
+        limit_questions: Some(QUESTIONS),
+        details: true,
+        ..RecallOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn recall_on_a_slice_accounts_for_every_question_and_keeps_its_floor() {
+    let report = run(slice()).await;
+    let asked = CONVERSATIONS * QUESTIONS;
+    assert_eq!(report.conversations, CONVERSATIONS);
+    assert_eq!(report.questions, asked);
+    assert_eq!(report.imports.len(), CONVERSATIONS);
+    assert!(
+        report.imports.iter().all(|i| i.compactions > 0),
+        "{:?}",
+        report.imports
+    );
+    let names: Vec<&str> = report.methods.iter().map(|m| m.method.as_str()).collect();
+    assert_eq!(names, [SOMNA, LAST_WINDOW, BM25_TOP5]);
+    for m in &report.methods {
+        let o = &m.overall;
+        assert_eq!(o.questions, asked, "{}", m.method);
+        assert!(
+            o.all <= o.some && o.some <= o.questions,
+            "{}: {o:?}",
+            m.method
+        );
+        assert_eq!(
+            o.over_budget, 0,
+            "{}: a prompt over budget: {o:?}",
+            m.method
+        );
+        assert!(o.tokens_max <= report.budget, "{}", m.method);
+        let sum = |f: fn(&eval::Stats) -> usize| m.categories.values().map(f).sum::<usize>();
+        assert_eq!(sum(|s| s.questions), o.questions, "{}", m.method);
+        assert_eq!(sum(|s| s.some), o.some, "{}", m.method);
+        assert_eq!(sum(|s| s.all), o.all, "{}", m.method);
+        assert_eq!(sum(|s| s.over_budget), o.over_budget, "{}", m.method);
+        for (c, s) in &m.categories {
+            assert!(s.all <= s.some, "{} {c}: {s:?}", m.method);
+        }
+    }
+    // Every question once per method in the details.
+    assert_eq!(report.details.len(), 3 * asked);
+    let somna = &report.method(SOMNA).unwrap().overall;
+    println!(
+        "somna on the slice: some {:.3}, all {:.3}",
+        somna.some_share, somna.all_share
+    );
+    assert!(
+        somna.some_share >= SOME_FLOOR && somna.all_share >= ALL_FLOOR,
+        "recall fell below its floor (some ≥ {SOME_FLOOR}, all ≥ {ALL_FLOOR}): {somna:?}"
+    );
+}
+
+#[tokio::test]
+async fn consolidation_adds_a_row_measured_on_the_same_questions() {
+    let report = run(RecallOptions {
+        baselines: false,
+        consolidate: true,
+        limit_conversations: Some(1),
+        limit_questions: Some(10),
+        details: false,
+    })
+    .await;
+    let names: Vec<&str> = report.methods.iter().map(|m| m.method.as_str()).collect();
+    assert_eq!(names, [SOMNA, SOMNA_CONSOLIDATED]);
+    assert!(report.imports[0].facts > 0, "{:?}", report.imports);
+    let after = &report.method(SOMNA_CONSOLIDATED).unwrap().overall;
+    assert_eq!(after.questions, 10);
+    assert_eq!(after.over_budget, 0);
+    assert!(report.details.is_empty());
+}
