@@ -8,6 +8,8 @@ use somna_core::message::{Message, ToolCall};
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, Timestamp};
 use somna_llm::{LlmClient, build_client};
+use somna_runtime::agent::AgentDeps;
+use somna_runtime::{Clock, Compactor, EventBus};
 use somna_store::Store;
 use somna_testkit::StubLlmServer;
 
@@ -51,6 +53,18 @@ pub fn stub_client(stub: &StubLlmServer, timeout: Duration) -> Arc<dyn LlmClient
         max_concurrent: 4,
     };
     build_client(&cfg, &|_| None).unwrap()
+}
+
+/// The handles an `Agent` runs with: `store`, `llm` (and a compactor over both), a fresh event
+/// bus (subscribe through `deps.events` before the agent takes them), `clock`.
+pub fn agent_deps(store: &Store, llm: Arc<dyn LlmClient>, clock: Clock) -> AgentDeps {
+    AgentDeps {
+        store: store.clone(),
+        compactor: Compactor::new(store.clone(), Arc::clone(&llm)),
+        llm,
+        events: EventBus::default(),
+        clock,
+    }
 }
 
 pub fn counter() -> TokenCounter {

@@ -7,10 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 use somna_core::tokens::Calibration;
 use somna_core::{AgentId, Role, Timestamp};
-use somna_runtime::agent::{
-    AgentDeps, JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS, REPLY_MAX_TOKENS,
-};
-use somna_runtime::{Agent, Clock, Compactor, Event, EventBus, Inbound, Stamped};
+use somna_runtime::agent::{JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS, REPLY_MAX_TOKENS};
+use somna_runtime::{Agent, Clock, Event, Inbound, Stamped};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
 use tokio::sync::broadcast;
@@ -31,16 +29,12 @@ fn harness(stub: &StubLlmServer, messages: usize, max_tokens: u32) -> Harness {
     let id = id("wren");
     store.create_agent(&id, Timestamp(0)).unwrap();
     fill(&store, &id, messages, Timestamp(0));
-    let llm = stub_client(stub, Duration::from_secs(5));
-    let events = EventBus::default();
-    let rx = events.subscribe();
-    let deps = AgentDeps {
-        store: store.clone(),
-        compactor: Compactor::new(store.clone(), llm.clone()),
-        llm,
-        events,
-        clock: Clock::real(),
-    };
+    let deps = agent_deps(
+        &store,
+        stub_client(stub, Duration::from_secs(5)),
+        Clock::real(),
+    );
+    let rx = deps.events.subscribe();
     let agent = Agent::load(agent_config("wren", max_tokens), deps).unwrap();
     Harness {
         agent,
@@ -233,7 +227,9 @@ async fn transient_failures_fail_the_turn_after_bounded_attempts() {
     let mut h = harness(&stub, 10, 8000);
     h.say("Hello?");
     let mut failed = None;
-    // The agent backs off between attempts (2 s, then 4 s); wait for them, bounded.
+    // The agent backs off between attempts (2 s, then 4 s) on the real clock; wait for them,
+    // bounded. The sleep is part of what is tested here (real backoffs against a real server);
+    // agent.rs checks the same ladder on a paused clock.
     for _ in 0..400 {
         if h.tick().await.is_some() {
             failed = h.events().into_iter().find_map(|e| match e {
