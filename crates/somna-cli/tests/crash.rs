@@ -191,6 +191,8 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
                 })
             })
             .collect();
+        // The kill lands at a random moment of the load: this wait is what is tested, not a
+        // synchronisation.
         std::thread::sleep(Duration::from_millis(rng.range(30, 400)));
         child.kill().unwrap();
         let status = child.wait().unwrap();

@@ -65,6 +65,8 @@ struct Served {
     child: Child,
     url: String,
     stdout: Arc<Mutex<Vec<String>>>,
+    /// The thread that reads the child's stdout; it ends at the end of the pipe.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Served {
@@ -78,7 +80,7 @@ impl Served {
             .unwrap();
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
-        {
+        let reader = {
             let lines = Arc::clone(&stdout);
             let out = child.stdout.take().unwrap();
             std::thread::spawn(move || {
@@ -87,8 +89,8 @@ impl Served {
                     let _ = tx.send(line.clone());
                     lines.lock().unwrap().push(line);
                 }
-            });
-        }
+            })
+        };
         let url = loop {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
@@ -97,7 +99,12 @@ impl Served {
                 break rest.split_whitespace().next().unwrap().to_string();
             }
         };
-        Served { child, url, stdout }
+        Served {
+            child,
+            url,
+            stdout,
+            reader: Some(reader),
+        }
     }
 
     /// Stops the server as ctrl-c does and waits for the run to end; its exit status and output.
@@ -118,8 +125,9 @@ impl Served {
             assert!(Instant::now() < deadline, "somna run did not stop");
             std::thread::sleep(Duration::from_millis(50));
         };
-        // The reader thread sees the end of the pipe once the process is gone.
-        std::thread::sleep(Duration::from_millis(200));
+        // The reader thread ends at the end of the pipe, once the process is gone: every line the
+        // run printed is read.
+        self.reader.take().unwrap().join().unwrap();
         let out = self.stdout.lock().unwrap().join("\n");
         (status.success(), out)
     }

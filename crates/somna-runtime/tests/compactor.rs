@@ -192,18 +192,19 @@ async fn summarizer_faults() {
 #[tokio::test]
 async fn messages_appended_during_summarization_survive() {
     let stub = StubLlmServer::start();
-    stub.push(Reply::delayed(
-        Duration::from_millis(600),
-        Reply::text(SUMMARY),
-    ));
+    // The summary is held until the late messages are in.
+    stub.hold();
+    stub.push(Reply::text(SUMMARY));
     let (store, agent, cfg) = setup(40, 0.8);
     let engine = Compactor::new(store.clone(), stub_client(&stub, Duration::from_secs(5)));
     let task = {
         let (engine, agent, cfg) = (engine.clone(), agent.clone(), cfg.clone());
         tokio::spawn(async move { compact(&engine, &agent, &cfg, Trigger::Sleep).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The summary request arrived: the plan is made and the summary is being generated.
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
     let late = fill(&store, &agent, 3, Timestamp(NOW.0 + 1_000_000));
+    stub.release();
     let outcome = task.await.unwrap();
     assert!(outcome.report().is_some(), "{outcome:?}");
     let after = snapshot(&store, &agent);
@@ -341,15 +342,16 @@ async fn a_summary_that_saves_under_5_percent_is_a_stall() {
 #[tokio::test]
 async fn one_compaction_per_agent_at_a_time() {
     let stub = StubLlmServer::start();
-    stub.push(Reply::delayed(
-        Duration::from_millis(500),
-        Reply::text(SUMMARY),
-    ));
+    // The first compaction's summary is held until the second has been refused.
+    stub.hold();
+    stub.push(Reply::text(SUMMARY));
     let (store, agent, cfg) = setup(40, 0.8);
     let engine = Compactor::new(store.clone(), stub_client(&stub, Duration::from_secs(5)));
     let (a, b) = tokio::join!(compact(&engine, &agent, &cfg, Trigger::Sleep), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        compact(&engine, &agent, &cfg, Trigger::Manual).await
+        assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
+        let b = compact(&engine, &agent, &cfg, Trigger::Manual).await;
+        stub.release();
+        b
     });
     assert!(a.report().is_some(), "{a:?}");
     assert_eq!(b, CompactionOutcome::Busy);

@@ -327,10 +327,9 @@ async fn reopen(path: &std::path::Path) -> Store {
 #[actix::test]
 async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
     let stub = StubLlmServer::start();
-    stub.set_default(Reply::delayed(
-        Duration::from_secs(3),
-        Reply::text("## Topic arc\n- x"),
-    ));
+    // The summary request is held until the end of the test: the compaction cannot finish.
+    stub.hold();
+    stub.set_default(Reply::text("## Topic arc\n- x"));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let smith = id("smith");
@@ -350,7 +349,7 @@ async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
         let smith = smith.clone();
         actix::spawn(async move { runtime.compact(&smith, true).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
     assert!(stub.in_flight() >= 1, "the summary request is in flight");
     // A short grace: the compaction is abandoned mid-way.
     runtime.shutdown(Duration::from_millis(200)).await.unwrap();
@@ -589,10 +588,9 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
     let store = Store::temporary().unwrap();
     let smith = id("smith");
     let cfg = config(&[("smith", 8192, "")]);
-    stub.push(Reply::delayed(
-        Duration::from_millis(500),
-        Reply::text("Aye, a sword."),
-    ));
+    // The step's reply is held until the sleep and the compaction are queued behind it.
+    stub.hold();
+    stub.push(Reply::text("Aye, a sword."));
     let runtime = Runtime::start(
         cfg,
         store.clone(),
@@ -611,9 +609,19 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
         )
         .await
         .unwrap();
-    // The step is in flight (the stub takes 500 ms); a sleep and a compaction queue behind it.
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let (slept, compacted) = tokio::join!(runtime.sleep(&smith), runtime.compact(&smith, true));
+    // The step is in flight (its request is held); a sleep and a compaction queue behind it.
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
+    let sleep = runtime.sleep(&smith);
+    let compact = runtime.compact(&smith, true);
+    tokio::pin!(sleep, compact);
+    // A first poll puts each request in the agent's mailbox, in this order.
+    assert!(futures::poll!(&mut sleep).is_pending());
+    assert!(futures::poll!(&mut compact).is_pending());
+    // The mailbox is in order: once the status answers, both requests were taken and queued.
+    let status = runtime.status(&smith).await.unwrap();
+    assert_eq!(status.state, somna_runtime::AgentState::Stepping);
+    stub.release();
+    let (slept, compacted) = tokio::join!(sleep, compact);
     assert!(matches!(slept.unwrap(), SleepResult::Slept { .. }));
     assert!(
         matches!(
