@@ -79,6 +79,42 @@ pub struct CompactionReport {
     pub warning: Option<String>,
 }
 
+impl CompactionReport {
+    /// The one constructor: what `method` compacted for `trigger`, the prompt's tokens before and
+    /// after (the reduction is computed from them) and the usage after. The rest starts empty
+    /// (no summary, generation 0, no fallback reason, no warning) for the caller to fill in.
+    fn new(
+        trigger: Trigger,
+        method: CompactionMethod,
+        compacted: u32,
+        (tokens_before, tokens_after): (u64, u64),
+        usage_after: f64,
+    ) -> Self {
+        CompactionReport {
+            trigger,
+            method,
+            compacted,
+            preserved: 0,
+            tokens_before,
+            tokens_after,
+            reduction_pct: reduction_pct(tokens_before, tokens_after),
+            usage_after,
+            summary_seq: None,
+            generation: 0,
+            fallback_reason: None,
+            warning: None,
+        }
+    }
+
+    /// The same report with its totals measured from `tokens_before` (the last report of a
+    /// fallback sequence, measured from the very start).
+    fn measured_from(mut self, tokens_before: u64) -> Self {
+        self.tokens_before = tokens_before;
+        self.reduction_pct = reduction_pct(tokens_before, self.tokens_after);
+        self
+    }
+}
+
 impl CompactionOutcome {
     /// The report of a committed compaction.
     pub fn report(&self) -> Option<&CompactionReport> {
@@ -470,18 +506,18 @@ summaries of summaries may lose accuracy"
                     req.config.compaction.max_context_tokens,
                 );
                 Ok(Committed::Done(CompactionReport {
-                    trigger: req.trigger,
-                    method,
-                    compacted: record.compacted,
                     preserved: record.preserved,
-                    tokens_before,
-                    tokens_after,
-                    reduction_pct: pct,
-                    usage_after: usage_after.fraction(),
                     summary_seq: Some(record.summary_seq),
                     generation: plan.generation,
                     fallback_reason,
                     warning,
+                    ..CompactionReport::new(
+                        req.trigger,
+                        method,
+                        record.compacted,
+                        (tokens_before, tokens_after),
+                        usage_after.fraction(),
+                    )
                 }))
             }
         }
@@ -559,25 +595,22 @@ summaries of summaries may lose accuracy"
                 let tokens_after = usage.tokens;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");
                 steps.push(CompactionMethod::MaskOnly);
-                last_report = Some(CompactionReport {
-                    trigger: req.trigger,
-                    method: CompactionMethod::MaskOnly,
-                    compacted: masked,
-                    preserved: 0,
-                    tokens_before,
-                    tokens_after,
-                    reduction_pct: reduction_pct(tokens_before, tokens_after),
-                    usage_after: usage.fraction(),
-                    summary_seq: None,
-                    generation: 0,
+                let report = CompactionReport {
                     fallback_reason: Some(reason.clone()),
-                    warning: None,
-                });
+                    ..CompactionReport::new(
+                        req.trigger,
+                        CompactionMethod::MaskOnly,
+                        masked,
+                        (tokens_before, tokens_after),
+                        usage.fraction(),
+                    )
+                };
                 if fits(usage) {
-                    let report = finish(last_report, tokens_before);
+                    let report = report.measured_from(tokens_before);
                     self.log_fallback(req, &reason, steps, &report, None)?;
                     return Ok(CompactionOutcome::Done(report));
                 }
+                last_report = Some(report);
             }
         }
 
@@ -631,13 +664,13 @@ summaries of summaries may lose accuracy"
             {
                 Committed::Done(report) => {
                     let usage = usage_of(&self.store)?;
-                    last_report = Some(report);
                     steps.push(method);
                     if fits(usage) {
-                        let report = finish(last_report, tokens_before);
+                        let report = report.measured_from(tokens_before);
                         self.log_fallback(req, &reason, steps, &report, None)?;
                         return Ok(CompactionOutcome::Done(report));
                     }
+                    last_report = Some(report);
                 }
                 Committed::Stalled(pct) => {
                     tracing::debug!(agent = %req.agent, ?method, reduction = format!("{pct:.1}%"), "emergency step stalled");
@@ -654,7 +687,7 @@ summaries of summaries may lose accuracy"
         match last_report {
             Some(report) => {
                 tracing::warn!(agent = %req.agent, %stuck, "emergency fallback could not reach the threshold");
-                let report = finish(Some(report), tokens_before);
+                let report = report.measured_from(tokens_before);
                 self.log_fallback(req, &reason, steps, &report, Some(stuck))?;
                 Ok(CompactionOutcome::Done(report))
             }
@@ -759,27 +792,6 @@ enum Committed {
     Done(CompactionReport),
     Stalled(f64),
     Conflict(String),
-}
-
-/// The last report of a fallback sequence, with the totals measured from the very start.
-fn finish(report: Option<CompactionReport>, tokens_before: u64) -> CompactionReport {
-    let mut r = report.unwrap_or(CompactionReport {
-        trigger: Trigger::Emergency,
-        method: CompactionMethod::MaskOnly,
-        compacted: 0,
-        preserved: 0,
-        tokens_before,
-        tokens_after: tokens_before,
-        reduction_pct: 0.0,
-        usage_after: 0.0,
-        summary_seq: None,
-        generation: 0,
-        fallback_reason: None,
-        warning: None,
-    });
-    r.tokens_before = tokens_before;
-    r.reduction_pct = reduction_pct(tokens_before, r.tokens_after);
-    r
 }
 
 /// Rejects a summary that is empty, not shaped like a summary, larger than what it replaces, or
