@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use somna_core::config::{AgentOverrides, CompactionOverrides, ToolSpec};
-use somna_core::{AgentId, Role, Timestamp};
+use somna_core::{Role, Timestamp};
 use somna_llm::{BuiltinClient, ChatRequest, ChatResponse, LlmClient, LlmError, Purpose};
-use somna_runtime::agent::{JobKind, JobOutcome, MAX_TURN_ATTEMPTS};
-use somna_runtime::{Agent, AgentState, Clock, Event, Inbound, Stamped};
+use somna_runtime::agent::{JobKind, MAX_TURN_ATTEMPTS};
+use somna_runtime::{Agent, AgentState, Clock, Event, Inbound};
 use somna_store::Store;
-use tokio::sync::broadcast;
 use tokio::time::advance;
 
 use crate::support::*;
@@ -84,20 +83,12 @@ fn overloaded() -> LlmError {
     }
 }
 
-/// One agent over a scripted LLM, on a clock that starts at `START`.
-struct Bench {
-    agent: Agent,
-    llm: Arc<Scripted>,
-    store: Store,
-    id: AgentId,
-    rx: broadcast::Receiver<Stamped>,
-}
-
 const START: Timestamp = Timestamp(1_000_000);
 
 /// An agent `smith` with `messages` turns of history in a window of `max_tokens`, which may call
-/// the host tool `give_item` (answered within 30 s).
-fn bench(messages: usize, max_tokens: u32) -> Bench {
+/// the host tool `give_item` (answered within 30 s), over a scripted LLM, on a clock that starts
+/// at `START`.
+fn bench(messages: usize, max_tokens: u32) -> (Driven, Arc<Scripted>) {
     let store = Store::temporary().unwrap();
     let id = id("smith");
     store.create_agent(&id, START).unwrap();
@@ -111,59 +102,12 @@ fn bench(messages: usize, max_tokens: u32) -> Bench {
     config.tool_timeout = Duration::from_secs(30);
     let llm = Arc::new(Scripted::default());
     let deps = agent_deps(&store, llm.clone(), Clock::starting_at(START, 1.0));
-    let rx = deps.events.subscribe();
-    Bench {
-        agent: Agent::load(config, deps).unwrap(),
-        llm,
-        store,
-        id,
-        rx,
-    }
-}
-
-impl Bench {
-    fn say(&mut self, text: &str) {
-        self.agent
-            .inbound(Inbound::User {
-                content: text.into(),
-                name: Some("Aldric".into()),
-            })
-            .unwrap();
-    }
-
-    /// Runs a started job to its end and hands the outcome back, as the actor does.
-    async fn run(&mut self, job: somna_runtime::agent::Job) -> JobOutcome {
-        let kind = job.kind;
-        let out = job.run().await;
-        self.agent.finish(kind, &out);
-        out
-    }
-
-    /// One tick and the job it started, if any.
-    async fn tick(&mut self) -> Option<(JobKind, JobOutcome)> {
-        let job = self.agent.tick().unwrap()?;
-        let kind = job.kind;
-        Some((kind, self.run(job).await))
-    }
-
-    /// Every event since the last call.
-    fn events(&mut self) -> Vec<Event> {
-        let mut seen = Vec::new();
-        while let Ok(s) = self.rx.try_recv() {
-            seen.push(s.event);
-        }
-        seen
-    }
-
-    /// The kinds of the events since the last call.
-    fn kinds(&mut self) -> Vec<&'static str> {
-        self.events().iter().map(Event::kind).collect()
-    }
+    (Driven::load(config, deps), llm)
 }
 
 #[tokio::test(start_paused = true)]
 async fn input_is_kept_at_once_and_one_tick_steps_while_the_agent_stays_busy() {
-    let mut b = bench(4, 8192);
+    let (mut b, _) = bench(4, 8192);
     b.say("A sword, please.");
     let status = b.agent.status().unwrap();
     assert!(status.needs_reply);
@@ -193,12 +137,12 @@ async fn input_is_kept_at_once_and_one_tick_steps_while_the_agent_stays_busy() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failing_turn_backs_off_on_the_clock_and_fails_after_bounded_attempts() {
-    let mut b = bench(4, 8192);
+    let (mut b, llm) = bench(4, 8192);
     for _ in 0..MAX_TURN_ATTEMPTS {
-        b.llm.push(Err(overloaded()));
+        llm.push(Err(overloaded()));
     }
     b.say("Hello?");
-    let (_, out) = b.tick().await.expect("the first attempt");
+    let out = b.tick().await.expect("the first attempt");
     assert!(out.error.is_some());
     // Backoff 2 s, then 4 s, on the agent's clock: no attempt before it is due.
     for backoff in [2, 4] {
@@ -206,8 +150,9 @@ async fn a_failing_turn_backs_off_on_the_clock_and_fails_after_bounded_attempts(
         advance(Duration::from_secs(backoff - 1)).await;
         assert!(b.tick().await.is_none(), "still backing off");
         advance(Duration::from_secs(1)).await;
-        let (kind, out) = b.tick().await.expect("the next attempt is due");
-        assert_eq!(kind, JobKind::Step);
+        let job = b.agent.tick().unwrap().expect("the next attempt is due");
+        assert_eq!(job.kind, JobKind::Step);
+        let out = b.run(job).await;
         assert!(out.error.is_some());
     }
     let failed = b.events().into_iter().find_map(|e| match e {
@@ -221,17 +166,17 @@ async fn a_failing_turn_backs_off_on_the_clock_and_fails_after_bounded_attempts(
     assert!(b.tick().await.is_none(), "no retry after the turn failed");
     // New input owes a reply again, and the script is used up: the model answers.
     b.say("Hello again?");
-    let (_, out) = b.tick().await.expect("a new turn");
+    let out = b.tick().await.expect("a new turn");
     assert!(out.replied);
     assert!(!b.agent.status().unwrap().reply_owed);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_host_tool_call_waits_for_the_host_then_the_step_goes_on() {
-    let mut b = bench(4, 8192);
-    b.llm.push(Ok(calls_give_item("call_1")));
+    let (mut b, llm) = bench(4, 8192);
+    llm.push(Ok(calls_give_item("call_1")));
     b.say("A sword, please.");
-    let (_, out) = b.tick().await.expect("a step");
+    let out = b.tick().await.expect("a step");
     assert!(out.error.is_none(), "{out:?}");
     assert_eq!(b.agent.state(), AgentState::WaitingForTools);
     assert_eq!(b.kinds(), ["tool_call_requested"]);
@@ -261,14 +206,14 @@ async fn a_host_tool_call_waits_for_the_host_then_the_step_goes_on() {
     let status = b.agent.status().unwrap();
     assert_eq!(status.state, AgentState::Idle);
     assert!(status.needs_reply && status.pending_tools.is_empty());
-    let (_, out) = b.tick().await.expect("the step goes on with the result");
+    let out = b.tick().await.expect("the step goes on with the result");
     assert!(out.replied);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_host_tool_call_expires_at_its_deadline() {
-    let mut b = bench(4, 8192);
-    b.llm.push(Ok(calls_give_item("call_1")));
+    let (mut b, llm) = bench(4, 8192);
+    llm.push(Ok(calls_give_item("call_1")));
     b.say("A sword, please.");
     b.tick().await.expect("a step");
     b.events();
@@ -279,8 +224,9 @@ async fn an_unanswered_host_tool_call_expires_at_its_deadline() {
     advance(Duration::from_secs(1)).await;
     // The tick answers the call with an error result and steps at once: the model is not left
     // hanging.
-    let (kind, out) = b.tick().await.expect("a step after the timeout");
-    assert_eq!(kind, JobKind::Step);
+    let job = b.agent.tick().unwrap().expect("a step after the timeout");
+    assert_eq!(job.kind, JobKind::Step);
+    let out = b.run(job).await;
     assert!(out.replied);
     assert_eq!(b.kinds(), ["tool_call_timed_out", "agent_replied"]);
     let history = b.store.history_tail(&b.id, 2).unwrap();
@@ -297,10 +243,10 @@ async fn an_unanswered_host_tool_call_expires_at_its_deadline() {
 async fn the_emergency_check_comes_first_in_a_tick_and_the_step_follows() {
     // 40 turns in a window they fill to about 90%.
     let store_tokens = {
-        let b = bench(40, 100_000);
+        let (b, _) = bench(40, 100_000);
         b.store.usage_tokens(&b.id).unwrap()
     };
-    let mut b = bench(40, (store_tokens as f64 / 0.9) as u32);
+    let (mut b, _) = bench(40, (store_tokens as f64 / 0.9) as u32);
     b.say("Is my sword ready?");
     let before = b.agent.usage().unwrap();
     assert!(before >= 0.8, "usage {before}");
@@ -323,7 +269,7 @@ async fn the_emergency_check_comes_first_in_a_tick_and_the_step_follows() {
 
 #[tokio::test(start_paused = true)]
 async fn sleep_and_a_manual_compaction_run_as_jobs_one_at_a_time() {
-    let mut b = bench(30, 8192);
+    let (mut b, _) = bench(30, 8192);
     let job = b.agent.sleep().expect("an idle agent sleeps");
     assert_eq!(job.kind, JobKind::Sleep);
     assert_eq!(b.agent.state(), AgentState::Sleeping);
@@ -404,7 +350,7 @@ async fn the_clock_stamps_input_and_runs_accelerated() {
 
 #[tokio::test(start_paused = true)]
 async fn a_run_time_change_applies_at_once_and_survives_a_reload() {
-    let mut b = bench(4, 8192);
+    let (mut b, llm) = bench(4, 8192);
     let changed = b
         .agent
         .configure(AgentOverrides {
@@ -430,7 +376,7 @@ async fn a_run_time_change_applies_at_once_and_survives_a_reload() {
     assert!(refused.is_err());
     assert_eq!(b.agent.config(), &changed);
 
-    let deps = agent_deps(&b.store, b.llm.clone(), Clock::starting_at(START, 1.0));
+    let deps = agent_deps(&b.store, llm.clone(), Clock::starting_at(START, 1.0));
     let reloaded = Agent::load(agent_config("smith", 8192), deps).unwrap();
     assert_eq!(reloaded.config().compaction.sleep_threshold, 0.6);
 }
