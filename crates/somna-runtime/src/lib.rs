@@ -45,6 +45,12 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// The store's error for the unknown agent `name` (for tests of how its wrappers print it).
+#[cfg(test)]
+pub(crate) fn unknown_agent(name: &str) -> somna_store::StoreError {
+    somna_store::StoreError::UnknownAgent(somna_core::AgentId::new(name).unwrap())
+}
+
 pub use actor::{SleepResult, UncompactError, UncompactResult};
 pub use agent::{Agent, AgentState, AgentStatus, Inbound};
 pub use clock::Clock;

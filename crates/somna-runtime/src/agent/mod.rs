@@ -647,7 +647,7 @@ mod tests {
     use crate::error_chain as chain;
 
     fn unknown() -> StoreError {
-        StoreError::UnknownAgent(AgentId::new("ada").unwrap())
+        crate::unknown_agent("ada")
     }
 
     #[test]

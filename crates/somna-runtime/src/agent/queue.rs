@@ -130,6 +130,18 @@ mod tests {
 
     use tokio::sync::oneshot::error::TryRecvError;
 
+    /// A queue with a job in flight and `requests` queued behind it.
+    fn busy_with<R: std::fmt::Debug + PartialEq>(
+        requests: impl IntoIterator<Item = R>,
+    ) -> JobQueue<R> {
+        let mut q = JobQueue::new();
+        q.started();
+        for r in requests {
+            assert_eq!(q.admit(r), Admission::Queued);
+        }
+        q
+    }
+
     #[test]
     fn a_free_agent_runs_a_request_at_once() {
         let mut q = JobQueue::new();
@@ -143,10 +155,7 @@ mod tests {
 
     #[test]
     fn requests_behind_a_job_run_one_after_another_in_order() {
-        let mut q = JobQueue::new();
-        q.started();
-        assert_eq!(q.admit("sleep"), Admission::Queued);
-        assert_eq!(q.admit("compact"), Admission::Queued);
+        let mut q = busy_with(["sleep", "compact"]);
         assert!(!q.is_free());
         assert_eq!(q.finished(), AfterJob::Run("sleep"));
         q.started();
@@ -157,11 +166,7 @@ mod tests {
 
     #[test]
     fn the_queue_is_bounded() {
-        let mut q = JobQueue::new();
-        q.started();
-        for i in 0..MAX_DEFERRED {
-            assert_eq!(q.admit(i), Admission::Queued);
-        }
+        let mut q = busy_with(0..MAX_DEFERRED);
         assert_eq!(q.admit(99), Admission::Refused(99));
         assert_eq!(q.finished(), AfterJob::Run(0));
         q.started();
@@ -180,10 +185,7 @@ mod tests {
 
     #[test]
     fn a_drain_waits_for_the_job_in_flight_and_refuses_the_queued_requests() {
-        let mut q = JobQueue::new();
-        q.started();
-        assert_eq!(q.admit("sleep"), Admission::Queued);
-        assert_eq!(q.admit("compact"), Admission::Queued);
+        let mut q = busy_with(["sleep", "compact"]);
         let (first, mut first_rx) = oneshot::channel();
         let (second, mut second_rx) = oneshot::channel();
         q.drain(first);
