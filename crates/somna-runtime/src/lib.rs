@@ -3,7 +3,9 @@
 //! - [`compactor`]: the compaction engine (`Compactor`): plan, extract, summarize through the
 //!   `LlmClient`, validate, commit through the store; emergency fallbacks, the stall guard, undo.
 //! - [`agent`]: the `Agent` component: input, the tick's emergency check and step, sleep
-//!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct.
+//!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct. Also
+//!   the actor's plain job queue (one job at a time, requests queued behind it, the drain) and
+//!   tick cadence.
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent` (crate-internal, like its
 //!   messages); public are the answers callers see: `SleepResult`, `UncompactError`.
 //! - `scheduler` (crate-internal): the `Scheduler` actor and its plain `SleepPlan` (period,
