@@ -2,27 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod support;
+
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn somna(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_somna"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("SOMNA_CONFIG")
-        .env_remove("SOMNA_DB")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use support::{somna, text};
 
 const CONFIG: &str = r#"
 [store]

@@ -13,17 +13,19 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod support;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use somna_core::AgentId;
 use somna_store::{Store, StoreOptions};
+use support::{Served, command};
 
 const CONFIG: &str = r#"
 [store]
@@ -41,53 +43,13 @@ sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 100, 
 id = "smith"
 "#;
 
-/// The `somna` command in `dir` with a clean environment.
-fn command(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
-    c.current_dir(dir);
-    for var in [
-        "SOMNA_CONFIG",
-        "SOMNA_DB",
-        "SOMNA_SERVER",
-        "SOMNA_API_BIND",
-        "SOMNA_API_TOKEN",
-        "SOMNA_LOG",
-    ] {
-        c.env_remove(var);
-    }
-    c
-}
-
-/// Starts `somna run --serve 127.0.0.1:0`; the child and the address it prints.
-fn start(dir: &Path) -> (Child, String) {
+/// Starts `somna run --serve 127.0.0.1:0`.
+fn start(dir: &Path) -> Served {
     let durable = env_or("SOMNA_CRASH_DURABLE_ACKS", true);
-    let mut child = command(dir)
-        .args(["run", "--serve", "127.0.0.1:0", "--for", "10m", "--quiet"])
-        .arg(format!("--set=store.durable_acks={durable}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("somna run --serve printed no address");
-        };
-        if let Some(rest) = line.strip_prefix("somna: API on ") {
-            let addr = rest.split_whitespace().next().unwrap();
-            return (child, addr.trim_start_matches("http://").to_string());
-        }
-    }
+    let mut c = command(dir);
+    c.args(["run", "--serve", "127.0.0.1:0", "--for", "10m", "--quiet"])
+        .arg(format!("--set=store.durable_acks={durable}"));
+    Served::start(c)
 }
 
 /// Posts one user input: `None` when the server could not be reached (nothing was sent), else
@@ -167,7 +129,8 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
     let mut acked: Vec<String> = Vec::new();
 
     for round in 0..kills {
-        let (mut child, addr) = start(&dir);
+        let mut served = start(&dir);
+        let addr = served.addr().to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let round_acked = Arc::new(Mutex::new(Vec::new()));
         let threads: Vec<_> = (0..clients)
@@ -191,9 +154,11 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
                 })
             })
             .collect();
+        // The kill lands at a random moment of the load: this wait is what is tested, not a
+        // synchronisation.
         std::thread::sleep(Duration::from_millis(rng.range(30, 400)));
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        served.child.kill().unwrap();
+        let status = served.child.wait().unwrap();
         stop.store(true, Ordering::Relaxed);
         for t in threads {
             sent_total += t.join().unwrap();

@@ -5,15 +5,16 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
+use support::{Served, text};
 
 const TOKEN: &str = "cli-test-token";
 
@@ -34,104 +35,18 @@ sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 80, a
 
 /// The `somna` command in `dir` with a clean environment (and `token` as SOMNA_API_TOKEN).
 fn command(dir: &Path, token: Option<&str>) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
-    c.current_dir(dir);
-    for var in [
-        "SOMNA_CONFIG",
-        "SOMNA_DB",
-        "SOMNA_SERVER",
-        "SOMNA_API_BIND",
-        "SOMNA_API_TOKEN",
-        "SOMNA_LOG",
-    ] {
-        c.env_remove(var);
-    }
+    let mut c = support::command(dir);
     if let Some(t) = token {
         c.env("SOMNA_API_TOKEN", t);
     }
     c
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The server in a child process; killed if a test fails before stopping it.
-struct Served {
-    child: Child,
-    url: String,
-    stdout: Arc<Mutex<Vec<String>>>,
-}
-
-impl Served {
-    /// Starts `somna run --serve 127.0.0.1:0` and reads the address it prints.
-    fn start(dir: &Path) -> Served {
-        let mut child = command(dir, Some(TOKEN))
-            .args(["run", "--serve", "127.0.0.1:0", "--for", "60s", "--quiet"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let lines = Arc::clone(&stdout);
-            let out = child.stdout.take().unwrap();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines() {
-                    let Ok(line) = line else { return };
-                    let _ = tx.send(line.clone());
-                    lines.lock().unwrap().push(line);
-                }
-            });
-        }
-        let url = loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("somna run --serve printed no address");
-            if let Some(rest) = line.strip_prefix("somna: API on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        Served { child, url, stdout }
-    }
-
-    /// Stops the server as ctrl-c does and waits for the run to end; its exit status and output.
-    fn stop(mut self) -> (bool, String) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "somna run did not stop");
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        // The reader thread sees the end of the pipe once the process is gone.
-        std::thread::sleep(Duration::from_millis(200));
-        let out = self.stdout.lock().unwrap().join("\n");
-        (status.success(), out)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Starts `somna run --serve 127.0.0.1:0` with the test token.
+fn serve(dir: &Path) -> Served {
+    let mut c = command(dir, Some(TOKEN));
+    c.args(["run", "--serve", "127.0.0.1:0", "--for", "60s", "--quiet"]);
+    Served::start(c)
 }
 
 /// `GET /healthz` with a plain socket: the status line and body.
@@ -153,7 +68,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
-    let served = Served::start(dir);
+    let served = serve(dir);
     let url = served.url.clone();
     let health = healthz(&url);
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");

@@ -1,6 +1,8 @@
 //! `AgentActor`: the thin actix shell around an [`Agent`]. Handlers are a line or two; jobs run as
 //! spawned futures (`ResponseActFuture`, not `AtomicResponse`), so the actor keeps taking input
-//! while the LLM works, and a slow agent never blocks the others on its Arbiter.
+//! while the LLM works, and a slow agent never blocks the others on its Arbiter. Which job runs
+//! when is the agent's [`JobQueue`] and [`TickCadence`] (plain components in `agent/`); the actor
+//! only does what they decide.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +11,8 @@ use actix::prelude::*;
 use somna_core::config::{AgentConfig, AgentOverrides};
 use tokio::sync::oneshot;
 
+use crate::agent::cadence::TickCadence;
+use crate::agent::queue::{Admission, AfterJob, JobQueue};
 use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
 use crate::compactor::CompactionOutcome;
 use crate::stats::TickStats;
@@ -66,10 +70,9 @@ pub(crate) struct Configure(pub AgentOverrides);
 #[rtype(result = "()")]
 pub(crate) struct Drain(pub oneshot::Sender<()>);
 
-/// Most sleep/compaction requests queued behind a busy agent; beyond it they get `Busy`.
-pub const MAX_DEFERRED: usize = 8;
+pub use crate::agent::queue::MAX_DEFERRED;
 
-/// A request that arrived while a job was in flight; it runs as soon as the job ends.
+/// A request that needs the agent free; it waits in the [`JobQueue`] while a job is in flight.
 #[derive(Debug)]
 enum Deferred {
     Sleep(oneshot::Sender<SleepResult>),
@@ -94,23 +97,14 @@ pub enum UncompactError {
 #[rtype(result = "UncompactResult")]
 pub(crate) struct Uncompact(pub u64);
 
-/// The actor.
+/// The actor: an [`Agent`], its [`JobQueue`] and its [`TickCadence`], and where jobs run.
 #[derive(Debug)]
 pub(crate) struct AgentActor {
     agent: Agent,
-    /// Real time between ticks.
-    tick_every: Duration,
-    /// Delay before the first tick (spreads thousands of agents over the period).
-    first_tick_after: Duration,
+    /// Which job runs when: the one in flight, the requests behind it, the drain.
+    queue: JobQueue<Deferred>,
     /// When the next tick is due.
-    next_due: Option<Instant>,
-    /// True while a job runs.
-    in_flight: bool,
-    /// Set by `Drain`: no new ticks or jobs.
-    stopping: bool,
-    drain_waiters: Vec<oneshot::Sender<()>>,
-    /// Sleeps and compactions waiting for the job in flight.
-    deferred: std::collections::VecDeque<Deferred>,
+    cadence: TickCadence,
     stats: Arc<TickStats>,
     /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
     /// read, the builtin provider's CPU work) never delays another agent's tick.
@@ -128,13 +122,8 @@ impl AgentActor {
     ) -> Self {
         AgentActor {
             agent,
-            tick_every: tick_every.max(Duration::from_millis(1)),
-            first_tick_after,
-            next_due: None,
-            in_flight: false,
-            stopping: false,
-            drain_waiters: Vec::new(),
-            deferred: std::collections::VecDeque::new(),
+            queue: JobQueue::new(),
+            cadence: TickCadence::new(tick_every, first_tick_after),
             stats,
             jobs,
         }
@@ -151,20 +140,12 @@ impl AgentActor {
         }
     }
 
-    /// Schedules the next tick at a fixed cadence; ticks missed during a stall are skipped, not
-    /// fired back to back.
+    /// Schedules the next tick when the [`TickCadence`] says it is due.
     fn schedule_tick(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let due = match self.next_due {
-            None => now + self.first_tick_after,
-            Some(prev) => {
-                let next = prev + self.tick_every;
-                if next < now { now } else { next }
-            }
-        };
-        self.next_due = Some(due);
+        let due = self.cadence.next_due(now);
         ctx.run_later(due.saturating_duration_since(now), move |act, ctx| {
-            if act.stopping {
+            if act.queue.is_stopping() {
                 return;
             }
             act.stats
@@ -175,7 +156,7 @@ impl AgentActor {
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight || self.stopping {
+        if !self.queue.is_free() {
             return;
         }
         match self.agent.tick() {
@@ -186,14 +167,14 @@ impl AgentActor {
     }
 
     /// Runs `job` on the worker pool; when it ends, the agent takes its outcome, `reply` gets it,
-    /// and the next deferred request starts.
+    /// and what the queue says comes next starts.
     fn spawn(
         &mut self,
         job: Job,
         ctx: &mut Context<Self>,
         reply: impl FnOnce(JobOutcome) + 'static,
     ) {
-        self.in_flight = true;
+        self.queue.started();
         let kind = job.kind;
         ctx.spawn(
             self.run_job(job)
@@ -206,60 +187,27 @@ impl AgentActor {
         );
     }
 
-    /// Starts a sleep now and sends its result to `tx` (`Busy` if the agent cannot sleep now).
-    fn start_sleep(&mut self, tx: oneshot::Sender<SleepResult>, ctx: &mut Context<Self>) {
-        let Some(job) = self.agent.sleep() else {
-            let _ = tx.send(SleepResult::Busy);
-            return;
-        };
-        self.spawn(job, ctx, move |out| {
-            let _ = tx.send(SleepResult::Slept {
-                compaction: out.compaction,
-                error: out.error,
-            });
-        });
-    }
-
-    /// Starts a compaction now and sends its outcome to `tx`.
-    fn start_compact(
-        &mut self,
-        force: bool,
-        tx: oneshot::Sender<CompactionOutcome>,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(job) = self.agent.compact(force) else {
-            let _ = tx.send(CompactionOutcome::Busy);
-            return;
-        };
-        self.spawn(job, ctx, move |out| {
-            let outcome = match (out.compaction, out.error) {
-                (Some(c), _) => c,
-                (None, error) => CompactionOutcome::Failed {
-                    reason: error.unwrap_or_else(|| "no compaction ran".into()),
-                    usage: 0.0,
-                },
-            };
-            let _ = tx.send(outcome);
-        });
-    }
-
-    /// Runs `op` now if the agent is free, else queues it behind the job in flight.
+    /// Runs `op` now if the agent is free, else queues it behind the job in flight, else refuses it.
     fn run_or_defer(&mut self, op: Deferred, ctx: &mut Context<Self>) {
-        if self.stopping {
-            refuse(op);
-        } else if !self.in_flight {
-            self.start_deferred(op, ctx);
-        } else if self.deferred.len() < MAX_DEFERRED {
-            self.deferred.push_back(op);
-        } else {
-            refuse(op);
+        match self.queue.admit(op) {
+            Admission::RunNow(op) => self.start(op, ctx),
+            Admission::Queued => {}
+            Admission::Refused(op) => refuse(op),
         }
     }
 
-    fn start_deferred(&mut self, op: Deferred, ctx: &mut Context<Self>) {
+    /// Starts `op` (a request the agent is free for). A sleep or compaction the agent cannot run
+    /// now (it waits on host tools) is answered `Busy`.
+    fn start(&mut self, op: Deferred, ctx: &mut Context<Self>) {
         match op {
-            Deferred::Sleep(tx) => self.start_sleep(tx, ctx),
-            Deferred::Compact(force, tx) => self.start_compact(force, tx, ctx),
+            Deferred::Sleep(tx) => match self.agent.sleep() {
+                Some(job) => self.spawn(job, ctx, move |out| drop(tx.send(slept(out)))),
+                None => drop(tx.send(SleepResult::Busy)),
+            },
+            Deferred::Compact(force, tx) => match self.agent.compact(force) {
+                Some(job) => self.spawn(job, ctx, move |out| drop(tx.send(compacted(out)))),
+                None => drop(tx.send(CompactionOutcome::Busy)),
+            },
             Deferred::Uncompact(seq, tx) => {
                 // A quick store transaction: runs in place, then the queue moves on.
                 let result = self.agent.uncompact(seq).map_err(UncompactError::Store);
@@ -270,19 +218,30 @@ impl AgentActor {
     }
 
     fn job_done(&mut self, ctx: &mut Context<Self>) {
-        self.in_flight = false;
-        if self.stopping {
-            for w in self.drain_waiters.drain(..) {
-                let _ = w.send(());
-            }
-            for op in self.deferred.drain(..) {
-                refuse(op);
-            }
-            return;
+        match self.queue.finished() {
+            AfterJob::Run(op) => self.start(op, ctx),
+            AfterJob::Idle => {}
+            AfterJob::Stopped(refused) => refused.into_iter().for_each(refuse),
         }
-        if let Some(op) = self.deferred.pop_front() {
-            self.start_deferred(op, ctx);
-        }
+    }
+}
+
+/// A sleep job's outcome as the answer to `Sleep`.
+fn slept(out: JobOutcome) -> SleepResult {
+    SleepResult::Slept {
+        compaction: out.compaction,
+        error: out.error,
+    }
+}
+
+/// A compaction job's outcome as the answer to `Compact`.
+fn compacted(out: JobOutcome) -> CompactionOutcome {
+    match (out.compaction, out.error) {
+        (Some(c), _) => c,
+        (None, error) => CompactionOutcome::Failed {
+            reason: error.unwrap_or_else(|| "no compaction ran".into()),
+            usage: 0.0,
+        },
     }
 }
 
@@ -356,7 +315,7 @@ impl Handler<Configure> for AgentActor {
     type Result = Result<AgentConfig, ConfigureError>;
     fn handle(&mut self, msg: Configure, _: &mut Context<Self>) -> Self::Result {
         let config = self.agent.configure(msg.0)?;
-        self.tick_every = self.agent.tick_period().max(Duration::from_millis(1));
+        self.cadence.set_every(self.agent.tick_period());
         Ok(config)
     }
 }
@@ -364,11 +323,6 @@ impl Handler<Configure> for AgentActor {
 impl Handler<Drain> for AgentActor {
     type Result = ();
     fn handle(&mut self, msg: Drain, _: &mut Context<Self>) {
-        self.stopping = true;
-        if self.in_flight {
-            self.drain_waiters.push(msg.0);
-        } else {
-            let _ = msg.0.send(());
-        }
+        self.queue.drain(msg.0);
     }
 }

@@ -1,8 +1,15 @@
 //! Simulated time: the runtime's "now", optionally accelerated (the village demo runs days in a
 //! minute). Config durations (`tick_every`, `sleep_every`) are in simulated time; timers use the
 //! real durations this clock converts them to.
+//!
+//! Real time is read through tokio's clock (`tokio::time::Instant`), which is the system's
+//! monotonic clock unless a test pauses it: under `tokio::time::pause()` the clock stands still
+//! and `tokio::time::advance()` moves it, so a test of the `Agent` drives time by hand (its
+//! backoffs, tool deadlines) instead of sleeping.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use somna_core::Timestamp;
 

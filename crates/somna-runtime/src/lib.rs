@@ -3,7 +3,9 @@
 //! - [`compactor`]: the compaction engine (`Compactor`): plan, extract, summarize through the
 //!   `LlmClient`, validate, commit through the store; emergency fallbacks, the stall guard, undo.
 //! - [`agent`]: the `Agent` component: input, the tick's emergency check and step, sleep
-//!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct.
+//!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct. Also
+//!   the actor's plain job queue (one job at a time, requests queued behind it, the drain) and
+//!   tick cadence.
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent` (crate-internal, like its
 //!   messages); public are the answers callers see: `SleepResult`, `UncompactError`.
 //! - `scheduler` (crate-internal): the `Scheduler` actor and its plain `SleepPlan` (period,
@@ -46,6 +48,12 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     parts.join(": ")
+}
+
+/// The store's error for the unknown agent `name` (for tests of how its wrappers print it).
+#[cfg(test)]
+pub(crate) fn unknown_agent(name: &str) -> somna_store::StoreError {
+    somna_store::StoreError::UnknownAgent(somna_core::AgentId::new(name).unwrap())
 }
 
 pub use actor::{SleepResult, UncompactError, UncompactResult};

@@ -320,10 +320,8 @@ impl Runtime {
     /// kill and power loss. The wait is a group commit in the store ([`Store::durable`]): the
     /// actor is not held during it, and one flush serves every input waiting at that moment.
     pub async fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
-        self.addr(id)?
-            .send(actor::Input(input))
-            .await
-            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+        self.ask(id, actor::Input(input))
+            .await?
             .map_err(|e| RuntimeError::Input(id.clone(), e))?;
         if self.inner.config.store.durable_acks {
             self.inner.store.durable().await?;
@@ -333,33 +331,36 @@ impl Runtime {
 
     /// Runs one tick of an agent now.
     pub async fn tick(&self, id: &AgentId) -> Result<()> {
-        self.addr(id)?
-            .send(actor::Tick)
-            .await
-            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+        self.ask(id, actor::Tick).await
     }
 
     /// An agent's status.
     pub async fn status(&self, id: &AgentId) -> Result<AgentStatus> {
-        self.addr(id)?
-            .send(actor::Status)
-            .await
-            .map_err(|_| RuntimeError::Mailbox(id.clone()))?
+        self.ask(id, actor::Status)
+            .await?
             .map_err(|e| RuntimeError::Status(id.clone(), e))
     }
 
     /// Compacts an agent now (`force`: ignore thresholds).
     pub async fn compact(&self, id: &AgentId, force: bool) -> Result<CompactionOutcome> {
-        self.addr(id)?
-            .send(actor::Compact { force })
-            .await
-            .map_err(|_| RuntimeError::Mailbox(id.clone()))
+        self.ask(id, actor::Compact { force }).await
     }
 
     /// Puts an agent to sleep now (consolidation, then compaction at the sleep threshold).
     pub async fn sleep(&self, id: &AgentId) -> Result<SleepResult> {
+        self.ask(id, actor::Sleep).await
+    }
+
+    /// Sends `msg` to the agent's actor and waits for its answer (`Mailbox` when the actor is
+    /// gone).
+    async fn ask<M>(&self, id: &AgentId, msg: M) -> Result<M::Result>
+    where
+        M: actix::Message + Send + 'static,
+        M::Result: Send,
+        AgentActor: Handler<M>,
+    {
         self.addr(id)?
-            .send(actor::Sleep)
+            .send(msg)
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))
     }
@@ -510,7 +511,7 @@ mod error_tests {
     use crate::error_chain as chain;
 
     fn unknown() -> StoreError {
-        StoreError::UnknownAgent(AgentId::new("ghost").unwrap())
+        crate::unknown_agent("ghost")
     }
 
     /// Every wrapper of a store error says it once under `{:#}`, and keeps it matchable.

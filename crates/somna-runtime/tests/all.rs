@@ -1,6 +1,7 @@
 //! Integration tests of somna-runtime: one binary, one module per area.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod agent;
 mod builtins;
 mod compactor;
 mod limits;

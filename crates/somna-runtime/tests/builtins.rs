@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use somna_core::record::Trigger;
-use somna_core::{Fact, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_core::{Fact, Timestamp, ToolCall};
 use somna_runtime::import::{ImportError, import_jsonl};
 use somna_runtime::{CompactRequest, Compactor, tools};
 use somna_store::Store;
@@ -33,17 +33,11 @@ async fn recall_finds_matching_facts_and_archived_turns() {
     let smith = id("smith");
     store.create_agent(&smith, Timestamp(0)).unwrap();
     // Two memory facts, from two journal entries.
-    for (i, note) in ["Aldric owes 40 silver", "Marta's inn needs a kettle"]
-        .iter()
-        .enumerate()
-    {
-        store
-            .append_journal(
-                &smith,
-                JournalEntry::new(Timestamp(i as u64), SourceType::Note, 6, *note),
-            )
-            .unwrap();
-    }
+    notes(
+        &store,
+        &smith,
+        &["Aldric owes 40 silver", "Marta's inn needs a kettle"],
+    );
     let facts = [
         "Aldric owes 40 silver for the sword",
         "Marta's inn needs a new kettle",

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use somna_core::record::{CompactionMethod, EventRecord, Trigger};
-use somna_core::{JournalQuery, MessageKind, SourceType, Timestamp};
+use somna_core::{JournalQuery, MessageKind, Timestamp};
 use somna_runtime::compactor::{CompactRequest, CompactionOutcome, Compactor};
 use somna_store::{Store, UncompactOutcome};
 use somna_testkit::{Reply, StubLlmServer};
@@ -29,12 +29,23 @@ async fn compact(
     cfg: &somna_core::config::AgentConfig,
     trigger: Trigger,
 ) -> CompactionOutcome {
+    compact_with(engine, agent, cfg, trigger, 0).await
+}
+
+/// [`compact`] with `fixed_tokens` of persona and working context outside history.
+async fn compact_with(
+    engine: &Compactor,
+    agent: &somna_core::AgentId,
+    cfg: &somna_core::config::AgentConfig,
+    trigger: Trigger,
+    fixed_tokens: u64,
+) -> CompactionOutcome {
     engine
         .compact(CompactRequest {
             agent,
             config: cfg,
             trigger,
-            fixed_tokens: 0,
+            fixed_tokens,
             now: NOW,
         })
         .await
@@ -83,16 +94,7 @@ async fn sleep_compaction_commits_an_llm_summary() {
     assert_invariants(&store, &agent);
 
     // The synthesis entry and the compaction record.
-    let synthesis = store
-        .query_journal(
-            &agent,
-            &JournalQuery {
-                source_type: Some(SourceType::Compaction),
-                tags: vec!["synthesis".into()],
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let synthesis = synthesis_entries(&store, &agent);
     assert_eq!(synthesis.len(), 1);
     assert_eq!(synthesis[0].importance, 7);
     assert_eq!(synthesis[0].content, SUMMARY);
@@ -174,15 +176,7 @@ async fn summarizer_faults() {
             report.usage_after
         );
         assert_eq!(report.method, CompactionMethod::Extractive, "{name}");
-        let synthesis = store
-            .query_journal(
-                &agent,
-                &JournalQuery {
-                    source_type: Some(SourceType::Compaction),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let synthesis = synthesis_entries(&store, &agent);
         assert_eq!(synthesis.len(), 1, "{name}");
         assert!(synthesis[0].content.contains("## Topic arc"), "{name}");
         assert_invariants(&store, &agent);
@@ -192,18 +186,19 @@ async fn summarizer_faults() {
 #[tokio::test]
 async fn messages_appended_during_summarization_survive() {
     let stub = StubLlmServer::start();
-    stub.push(Reply::delayed(
-        Duration::from_millis(600),
-        Reply::text(SUMMARY),
-    ));
+    // The summary is held until the late messages are in.
+    stub.hold();
+    stub.push(Reply::text(SUMMARY));
     let (store, agent, cfg) = setup(40, 0.8);
     let engine = Compactor::new(store.clone(), stub_client(&stub, Duration::from_secs(5)));
     let task = {
         let (engine, agent, cfg) = (engine.clone(), agent.clone(), cfg.clone());
         tokio::spawn(async move { compact(&engine, &agent, &cfg, Trigger::Sleep).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The summary request arrived: the plan is made and the summary is being generated.
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
     let late = fill(&store, &agent, 3, Timestamp(NOW.0 + 1_000_000));
+    stub.release();
     let outcome = task.await.unwrap();
     assert!(outcome.report().is_some(), "{outcome:?}");
     let after = snapshot(&store, &agent);
@@ -341,15 +336,16 @@ async fn a_summary_that_saves_under_5_percent_is_a_stall() {
 #[tokio::test]
 async fn one_compaction_per_agent_at_a_time() {
     let stub = StubLlmServer::start();
-    stub.push(Reply::delayed(
-        Duration::from_millis(500),
-        Reply::text(SUMMARY),
-    ));
+    // The first compaction's summary is held until the second has been refused.
+    stub.hold();
+    stub.push(Reply::text(SUMMARY));
     let (store, agent, cfg) = setup(40, 0.8);
     let engine = Compactor::new(store.clone(), stub_client(&stub, Duration::from_secs(5)));
     let (a, b) = tokio::join!(compact(&engine, &agent, &cfg, Trigger::Sleep), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        compact(&engine, &agent, &cfg, Trigger::Manual).await
+        assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
+        let b = compact(&engine, &agent, &cfg, Trigger::Manual).await;
+        stub.release();
+        b
     });
     assert!(a.report().is_some(), "{a:?}");
     assert_eq!(b, CompactionOutcome::Busy);
@@ -455,16 +451,7 @@ async fn the_emergency_ladder_ends_below_the_threshold_with_the_llm_unreachable(
         i += 1;
     }
     let engine = Compactor::new(store.clone(), unreachable_client());
-    let outcome = engine
-        .compact(CompactRequest {
-            agent: &agent,
-            config: &cfg,
-            trigger: Trigger::Emergency,
-            fixed_tokens,
-            now: NOW,
-        })
-        .await
-        .unwrap();
+    let outcome = compact_with(&engine, &agent, &cfg, Trigger::Emergency, fixed_tokens).await;
     let report = outcome.report().unwrap_or_else(|| panic!("{outcome:?}"));
     assert_eq!(report.method, CompactionMethod::ArchiveMarker, "{report:?}");
     assert!(
@@ -515,16 +502,7 @@ async fn an_emergency_that_cannot_reach_the_threshold_says_why() {
     cfg.compaction.max_context_tokens = 1700;
     let fixed_tokens = 1500;
     let engine = Compactor::new(store.clone(), unreachable_client());
-    let outcome = engine
-        .compact(CompactRequest {
-            agent: &agent,
-            config: &cfg,
-            trigger: Trigger::Emergency,
-            fixed_tokens,
-            now: NOW,
-        })
-        .await
-        .unwrap();
+    let outcome = compact_with(&engine, &agent, &cfg, Trigger::Emergency, fixed_tokens).await;
     let report = outcome.report().unwrap_or_else(|| panic!("{outcome:?}"));
     assert!(report.usage_after >= cfg.compaction.emergency_threshold);
     let events = store.events(&agent, 10).unwrap();

@@ -9,20 +9,14 @@ use somna_core::Timestamp;
 use somna_core::message::{Message, ToolCall};
 use somna_llm::LlmClient;
 use somna_runtime::agent::{AgentDeps, InboundError};
-use somna_runtime::{Agent, AgentState, Clock, Compactor, EventBus, Inbound};
+use somna_runtime::{Agent, AgentState, Clock, Inbound};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer};
 
 use crate::support::*;
 
 fn deps(store: &Store, llm: Arc<dyn LlmClient>) -> AgentDeps {
-    AgentDeps {
-        store: store.clone(),
-        compactor: Compactor::new(store.clone(), Arc::clone(&llm)),
-        llm,
-        events: EventBus::new(256),
-        clock: Clock::starting_at(Timestamp(0), 1.0),
-    }
+    agent_deps(store, llm, Clock::starting_at(Timestamp(0), 1.0))
 }
 
 /// `n` words of village talk.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use somna_core::config::{AgentOverrides, CompactionOverrides, ResolvedConfig};
 use somna_core::record::{EventRecord, Trigger};
-use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
+use somna_core::{AgentId, Timestamp};
 use somna_llm::LlmClient;
 use somna_runtime::actor::SleepResult;
 use somna_runtime::{Event, Inbound, Runtime, RuntimeOptions, Stamped};
@@ -16,49 +16,22 @@ use tokio::sync::broadcast;
 
 use crate::support::*;
 
-const PERSONA: &str = "You are Brannoc, the village smith.";
-
 /// A config with one `[[agents]]` entry per (id, max_context_tokens, extra TOML lines).
 fn config(agents: &[(&str, u32, &str)]) -> ResolvedConfig {
-    let mut text = format!(
-        r#"
-[defaults]
-persona = "{PERSONA}"
-model = "{MODEL}"
-tick_every = "20ms"
-sleep_every = "1h"
-sleep_jitter = "0s"
-tool_timeout = "300ms"
-[defaults.compaction]
-preserve_messages = 6
-preserve_ratio = 0.1
-min_compact_batch = 4
-summary_max_tokens = 300
-sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
-# These tests put the history at exact shares of the window; no working context budget.
-working_share = 0.0
-"#
-    );
-    for (id, max, extra) in agents {
-        text.push_str(&format!(
-            "[[agents]]\nid = \"{id}\"\n{extra}\ncompaction.max_context_tokens = {max}\n"
-        ));
-    }
-    ResolvedConfig::load(&text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    let defaults = "sleep_every = \"1h\"\ntool_timeout = \"300ms\"";
+    runtime_config(
+        Extra {
+            defaults,
+            ..Default::default()
+        },
+        agents,
+    )
 }
 
 /// The window that puts `tokens` of history (plus the persona) at `usage`.
 fn window_for(tokens: u64, usage: f64) -> u32 {
     let persona = u64::from(counter().count_text(PERSONA));
     ((tokens + persona) as f64 / usage).ceil() as u32
-}
-
-fn options() -> RuntimeOptions {
-    RuntimeOptions {
-        arbiters: 2,
-        schedule_sleeps: false,
-        ..Default::default()
-    }
 }
 
 fn summarizer(stub: &StubLlmServer) -> Arc<dyn LlmClient> {
@@ -126,7 +99,7 @@ async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
         ("hot", window_for(tokens, 0.85), ""),
         ("cool", window_for(tokens, 0.78), ""),
     ]);
-    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg, &store, summarizer(&stub));
     let mut rx = runtime.subscribe();
     let events = wait_for(
         &mut rx,
@@ -164,24 +137,15 @@ async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
 #[actix::test]
 async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
-    fill(&store, &smith, 40, Timestamp(0));
-    for (i, note) in [
-        "Aldric owes 40 silver for the sword",
-        "Marta's inn needs a new kettle",
-    ]
-    .iter()
-    .enumerate()
-    {
-        store
-            .append_journal(
-                &smith,
-                JournalEntry::new(Timestamp(i as u64), SourceType::Note, 6, *note),
-            )
-            .unwrap();
-    }
+    let (store, smith) = with_history("smith", 40);
+    notes(
+        &store,
+        &smith,
+        &[
+            "Aldric owes 40 silver for the sword",
+            "Marta's inn needs a new kettle",
+        ],
+    );
     let tokens = store.usage_tokens(&smith).unwrap();
     // The scheduler drives the sleep: every 300 ms of real time.
     let cfg = config(&[("smith", window_for(tokens, 0.74), "sleep_every = \"300ms\"")]);
@@ -195,7 +159,7 @@ async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
         llm,
         RuntimeOptions {
             schedule_sleeps: true,
-            ..options()
+            ..options(false)
         },
     )
     .unwrap();
@@ -221,16 +185,7 @@ async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
     // sleep consolidates those).
     let left = store.unconsolidated(&smith, 1).unwrap();
     assert!(left.iter().all(|e| e.id >= 2), "{left:?}");
-    let synthesis = store
-        .query_journal(
-            &smith,
-            &JournalQuery {
-                source_type: Some(SourceType::Compaction),
-                tags: vec!["synthesis".into()],
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let synthesis = synthesis_entries(&store, &smith);
     assert_eq!(synthesis.len(), 1);
     assert!(synthesis[0].content.contains("Millbrook"));
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -256,7 +211,7 @@ async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
             "compaction.sleep_threshold = 0.7\ncompaction.emergency_threshold = 0.9",
         ),
     ]);
-    let runtime = Runtime::start(cfg.clone(), store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg.clone(), &store, summarizer(&stub));
     let slept = |r: SleepResult| match r {
         SleepResult::Slept { compaction, .. } => compaction.expect("a compaction outcome"),
         SleepResult::Busy => panic!("busy"),
@@ -307,7 +262,7 @@ async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
 
     // Restart on the same database: the run-time change is still there.
     let store = reopen(dir.path()).await;
-    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg, &store, summarizer(&stub));
     let status = runtime.status(&patient).await.unwrap();
     assert_eq!(status.config.compaction.sleep_threshold, 0.6);
     assert_eq!(status.compaction_count, 1);
@@ -329,10 +284,9 @@ async fn reopen(path: &std::path::Path) -> Store {
 #[actix::test]
 async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
     let stub = StubLlmServer::start();
-    stub.set_default(Reply::delayed(
-        Duration::from_secs(3),
-        Reply::text("## Topic arc\n- x"),
-    ));
+    // The summary request is held until the end of the test: the compaction cannot finish.
+    stub.hold();
+    stub.set_default(Reply::text("## Topic arc\n- x"));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let smith = id("smith");
@@ -340,19 +294,13 @@ async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
     let appended = fill(&store, &smith, 40, Timestamp(0));
     let tokens = store.usage_tokens(&smith).unwrap();
     let cfg = config(&[("smith", window_for(tokens, 0.7), "")]);
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        stub_client(&stub, Duration::from_secs(10)),
-        options(),
-    )
-    .unwrap();
+    let runtime = start(cfg, &store, stub_client(&stub, Duration::from_secs(10)));
     let compaction = {
         let runtime = runtime.clone();
         let smith = smith.clone();
         actix::spawn(async move { runtime.compact(&smith, true).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
     assert!(stub.in_flight() >= 1, "the summary request is in flight");
     // A short grace: the compaction is abandoned mid-way.
     runtime.shutdown(Duration::from_millis(200)).await.unwrap();
@@ -392,13 +340,7 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
         &serde_json::json!({"item": "shield"}),
     ));
     stub.push(Reply::text("Sorry, I could not hand it over."));
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        stub_client(&stub, Duration::from_secs(5)),
-        options(),
-    )
-    .unwrap();
+    let runtime = start(cfg, &store, stub_client(&stub, Duration::from_secs(5)));
     let mut rx = runtime.subscribe();
 
     // The host answers the first call.
@@ -496,13 +438,7 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
     let store = Store::temporary().unwrap();
     let smith = id("smith");
     let cfg = config(&[("smith", 8192, "")]);
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        Arc::new(somna_llm::BuiltinClient::new()),
-        options(),
-    )
-    .unwrap();
+    let runtime = start(cfg, &store, Arc::new(somna_llm::BuiltinClient::new()));
     let mut rx = runtime.subscribe();
     runtime
         .send(
@@ -545,7 +481,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let window = (tokens as f64 / 0.95).ceil() as u32;
     assert!(persona_tokens as f64 / f64::from(window) > 0.8);
     let cfg = config(&[("smith", window, &format!("persona = \"{persona}\""))]);
-    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg, &store, summarizer(&stub));
     let mut rx = runtime.subscribe();
     let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::EmergencyStuck { .. })
@@ -591,17 +527,10 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
     let store = Store::temporary().unwrap();
     let smith = id("smith");
     let cfg = config(&[("smith", 8192, "")]);
-    stub.push(Reply::delayed(
-        Duration::from_millis(500),
-        Reply::text("Aye, a sword."),
-    ));
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        stub_client(&stub, Duration::from_secs(5)),
-        options(),
-    )
-    .unwrap();
+    // The step's reply is held until the sleep and the compaction are queued behind it.
+    stub.hold();
+    stub.push(Reply::text("Aye, a sword."));
+    let runtime = start(cfg, &store, stub_client(&stub, Duration::from_secs(5)));
     let mut rx = runtime.subscribe();
     runtime
         .send(
@@ -613,9 +542,19 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
         )
         .await
         .unwrap();
-    // The step is in flight (the stub takes 500 ms); a sleep and a compaction queue behind it.
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let (slept, compacted) = tokio::join!(runtime.sleep(&smith), runtime.compact(&smith, true));
+    // The step is in flight (its request is held); a sleep and a compaction queue behind it.
+    assert!(stub.wait_for_requests(1, Duration::from_secs(30)).await);
+    let sleep = runtime.sleep(&smith);
+    let compact = runtime.compact(&smith, true);
+    tokio::pin!(sleep, compact);
+    // A first poll puts each request in the agent's mailbox, in this order.
+    assert!(futures::poll!(&mut sleep).is_pending());
+    assert!(futures::poll!(&mut compact).is_pending());
+    // The mailbox is in order: once the status answers, both requests were taken and queued.
+    let status = runtime.status(&smith).await.unwrap();
+    assert_eq!(status.state, somna_runtime::AgentState::Stepping);
+    stub.release();
+    let (slept, compacted) = tokio::join!(sleep, compact);
     assert!(matches!(slept.unwrap(), SleepResult::Slept { .. }));
     assert!(
         matches!(
@@ -638,13 +577,10 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
 #[actix::test]
 async fn uncompact_through_the_runtime_restores_and_says_so() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
-    fill(&store, &smith, 30, Timestamp(0));
+    let (store, smith) = with_history("smith", 30);
     let before = store.history(&smith).unwrap();
     let cfg = config(&[("smith", 8192, "")]);
-    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg, &store, summarizer(&stub));
     let mut rx = runtime.subscribe();
     let outcome = runtime.compact(&smith, true).await.unwrap();
     let report = outcome.report().expect("compacted").clone();
@@ -681,13 +617,7 @@ async fn send_waits_for_a_flush_only_with_durable_acks() {
             },
             ..cfg
         };
-        let runtime = Runtime::start(
-            cfg,
-            store.clone(),
-            Arc::new(somna_llm::BuiltinClient::new()),
-            options(),
-        )
-        .unwrap();
+        let runtime = start(cfg, &store, Arc::new(somna_llm::BuiltinClient::new()));
         for i in 0..3 {
             runtime
                 .send(
@@ -729,7 +659,7 @@ async fn a_pending_host_tool_call_survives_a_restart() {
         &serde_json::json!({"item": "sword"}),
     ));
     let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = Runtime::start(cfg.clone(), store.clone(), Arc::clone(&llm), options()).unwrap();
+    let runtime = start(cfg.clone(), &store, Arc::clone(&llm));
     let mut rx = runtime.subscribe();
     runtime
         .send(
@@ -751,7 +681,7 @@ async fn a_pending_host_tool_call_survives_a_restart() {
 
     let store = reopen(dir.path()).await;
     stub.push(Reply::text("Here is your sword."));
-    let runtime = Runtime::start(cfg, store.clone(), llm, options()).unwrap();
+    let runtime = start(cfg, &store, llm);
     let status = runtime.status(&smith).await.unwrap();
     assert_eq!(status.state, somna_runtime::AgentState::WaitingForTools);
     let pending: Vec<&str> = status
@@ -798,7 +728,7 @@ async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
         Arc::new(somna_llm::BuiltinClient::new()),
         RuntimeOptions {
             schedule_sleeps: true,
-            ..options()
+            ..options(false)
         },
     )
     .unwrap();
@@ -827,13 +757,10 @@ async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
 #[actix::test]
 async fn uncompact_of_a_retired_agent_is_routed_to_the_store_by_the_runtime() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
-    fill(&store, &smith, 30, Timestamp(0));
+    let (store, smith) = with_history("smith", 30);
     let before = store.history(&smith).unwrap();
     let cfg = config(&[("smith", 8192, "")]);
-    let runtime = Runtime::start(cfg, store.clone(), summarizer(&stub), options()).unwrap();
+    let runtime = start(cfg, &store, summarizer(&stub));
     let outcome = runtime.compact(&smith, true).await.unwrap();
     let report = outcome.report().expect("compacted").clone();
     let seq = report.summary_seq.unwrap();

@@ -5,51 +5,27 @@ use std::time::Duration;
 
 use somna_core::config::ResolvedConfig;
 use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
+use somna_runtime::Runtime;
 use somna_runtime::actor::SleepResult;
 use somna_runtime::agent::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES};
 use somna_runtime::compactor::CompactionOutcome;
-use somna_runtime::{Runtime, RuntimeOptions};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer};
 
 use crate::support::*;
 
-/// A config with `agents` (id, max_context_tokens) and extra `[defaults]`/`[runtime]` lines.
+/// A config with `agents` (id, max_context_tokens) and extra `[runtime]`/`[defaults.memory]`
+/// lines; agents sleep every 150 ms.
 fn config(agents: &[(&str, u32)], runtime: &str, memory: &str) -> ResolvedConfig {
-    let mut text = format!(
-        r#"
-[runtime]
-{runtime}
-[defaults]
-persona = "You are Brannoc, the village smith."
-model = "{MODEL}"
-tick_every = "20ms"
-sleep_every = "150ms"
-sleep_jitter = "0s"
-[defaults.memory]
-{memory}
-[defaults.compaction]
-preserve_messages = 6
-preserve_ratio = 0.1
-min_compact_batch = 4
-summary_max_tokens = 300
-sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
-"#
-    );
-    for (id, max) in agents {
-        text.push_str(&format!(
-            "[[agents]]\nid = \"{id}\"\ncompaction.max_context_tokens = {max}\n"
-        ));
-    }
-    ResolvedConfig::load(&text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
-
-fn options(schedule_sleeps: bool) -> RuntimeOptions {
-    RuntimeOptions {
-        arbiters: 2,
-        schedule_sleeps,
-        ..Default::default()
-    }
+    let agents: Vec<(&str, u32, &str)> = agents.iter().map(|&(id, max)| (id, max, "")).collect();
+    runtime_config(
+        Extra {
+            runtime,
+            defaults: "sleep_every = \"150ms\"",
+            memory,
+        },
+        &agents,
+    )
 }
 
 /// A store where `agent` has `n` journal entries of importance `importance`.
@@ -87,7 +63,7 @@ async fn a_consolidation_reply_without_facts_marks_nothing() {
     journaled(&store, &smith, 10, 6);
     let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 1000");
     let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+    let runtime = start(cfg, &store, llm);
 
     stub.push(Reply::text("I have read the journal carefully."));
     let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
@@ -119,7 +95,7 @@ async fn a_sleep_result_carries_every_failed_step() {
     let window = ((store.usage_tokens(&smith).unwrap() + persona) as f64 / 0.75).ceil() as u32;
     let cfg = config(&[("smith", window)], "", "reflection_threshold = 20");
     let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+    let runtime = start(cfg, &store, llm);
 
     let (compaction, error) = slept(runtime.sleep(&smith).await.unwrap());
     assert!(
@@ -147,7 +123,7 @@ async fn reflection_during_sleep_writes_capped_entries() {
     journaled(&store, &smith, 6, 9);
     let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 50");
     let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = Runtime::start(cfg, store.clone(), llm, options(false)).unwrap();
+    let runtime = start(cfg, &store, llm);
     let long = "Aldric keeps coming back to the mill and its orders ".repeat(40);
     stub.push(Reply::text("- Aldric orders tools for the mill [#1, #2]"));
     stub.push(Reply::text(

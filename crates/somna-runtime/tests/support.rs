@@ -1,15 +1,21 @@
-//! Shared fixtures: configs, a stub-backed LLM client, histories.
+//! Shared fixtures: configs, a stub-backed LLM client, histories, journals, and an `Agent` driven
+//! by hand.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use somna_core::config::{AgentConfig, LlmConfig, Provider};
+use somna_core::config::{AgentConfig, LlmConfig, Provider, ResolvedConfig};
 use somna_core::message::{Message, ToolCall};
 use somna_core::tokens::TokenCounter;
-use somna_core::{AgentId, Timestamp};
+use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
 use somna_llm::{LlmClient, build_client};
+use somna_runtime::agent::{AgentDeps, Job, JobOutcome};
+use somna_runtime::{
+    Agent, Clock, Compactor, Event, EventBus, Inbound, Runtime, RuntimeOptions, Stamped,
+};
 use somna_store::Store;
 use somna_testkit::StubLlmServer;
+use tokio::sync::broadcast;
 
 /// The model name tests use: unknown to tiktoken, so counts are the heuristic's.
 pub const MODEL: &str = "stub-model";
@@ -42,6 +48,82 @@ pub fn agent_config(agent: &str, max_context_tokens: u32) -> AgentConfig {
     c
 }
 
+/// The persona of the agents of [`runtime_config`].
+pub const PERSONA: &str = "You are Brannoc, the village smith.";
+
+/// Extra lines for the sections of [`runtime_config`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Extra<'a> {
+    /// `[runtime]` lines.
+    pub runtime: &'a str,
+    /// `[defaults]` lines (`sleep_every`, `tool_timeout`…).
+    pub defaults: &'a str,
+    /// `[defaults.memory]` lines.
+    pub memory: &'a str,
+}
+
+/// A config for a running runtime: [`PERSONA`], the stub model, 20 ms ticks, no sleep jitter, the
+/// compaction settings of [`agent_config`], the `extra` lines, and one `[[agents]]` entry per (id,
+/// max_context_tokens, extra TOML lines).
+pub fn runtime_config(extra: Extra<'_>, agents: &[(&str, u32, &str)]) -> ResolvedConfig {
+    let Extra {
+        runtime,
+        defaults,
+        memory,
+    } = extra;
+    let mut text = format!(
+        r#"
+[runtime]
+{runtime}
+[defaults]
+persona = "{PERSONA}"
+model = "{MODEL}"
+tick_every = "20ms"
+sleep_jitter = "0s"
+{defaults}
+[defaults.memory]
+{memory}
+[defaults.compaction]
+preserve_messages = 6
+preserve_ratio = 0.1
+min_compact_batch = 4
+summary_max_tokens = 300
+sections = {{ topic_arc = 80, decisions = 60, pending = 60, user_facts = 50, artifacts = 40 }}
+# These tests put the history at exact shares of the window; no working context budget.
+working_share = 0.0
+"#
+    );
+    for (id, max, extra) in agents {
+        text.push_str(&format!(
+            "[[agents]]\nid = \"{id}\"\n{extra}\ncompaction.max_context_tokens = {max}\n"
+        ));
+    }
+    ResolvedConfig::load(&text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runtime options for tests: two Arbiters; the scheduler sends sleeps only if `schedule_sleeps`.
+pub fn options(schedule_sleeps: bool) -> RuntimeOptions {
+    RuntimeOptions {
+        arbiters: 2,
+        schedule_sleeps,
+        ..Default::default()
+    }
+}
+
+/// A runtime hosting the agents of `cfg` over `store` and `llm`, with [`options`]`(false)`.
+pub fn start(cfg: ResolvedConfig, store: &Store, llm: Arc<dyn LlmClient>) -> Runtime {
+    Runtime::start(cfg, store.clone(), llm, options(false)).unwrap()
+}
+
+/// A temporary store where `agent` exists with `n` turns of history (see [`fill`]).
+pub fn with_history(agent: &str, n: usize) -> (Store, AgentId) {
+    let store = Store::temporary().unwrap();
+    let agent = id(agent);
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    fill(&store, &agent, n, Timestamp(0));
+    (store, agent)
+}
+
 /// An OpenAI-compatible client pointed at `stub`, with no retries.
 pub fn stub_client(stub: &StubLlmServer, timeout: Duration) -> Arc<dyn LlmClient> {
     let cfg = LlmConfig {
@@ -54,6 +136,18 @@ pub fn stub_client(stub: &StubLlmServer, timeout: Duration) -> Arc<dyn LlmClient
         max_concurrent: 4,
     };
     build_client(&cfg, &|_| None).unwrap()
+}
+
+/// The handles an `Agent` runs with: `store`, `llm` (and a compactor over both), a fresh event
+/// bus (subscribe through `deps.events` before the agent takes them), `clock`.
+pub fn agent_deps(store: &Store, llm: Arc<dyn LlmClient>, clock: Clock) -> AgentDeps {
+    AgentDeps {
+        store: store.clone(),
+        compactor: Compactor::new(store.clone(), Arc::clone(&llm)),
+        llm,
+        events: EventBus::default(),
+        clock,
+    }
 }
 
 pub fn counter() -> TokenCounter {
@@ -91,6 +185,32 @@ pub fn fill(store: &Store, agent: &AgentId, n: usize, start: Timestamp) -> Vec<M
         .collect()
 }
 
+/// Journals `notes` for `agent` as `note` entries of importance 6, stamped 0, 1, 2…
+pub fn notes(store: &Store, agent: &AgentId, notes: &[&str]) {
+    for (i, note) in notes.iter().enumerate() {
+        store
+            .append_journal(
+                agent,
+                JournalEntry::new(Timestamp(i as u64), SourceType::Note, 6, *note),
+            )
+            .unwrap();
+    }
+}
+
+/// The agent's synthesis entries: source type `compaction`, tag `synthesis`.
+pub fn synthesis_entries(store: &Store, agent: &AgentId) -> Vec<JournalEntry> {
+    store
+        .query_journal(
+            agent,
+            &JournalQuery {
+                source_type: Some(SourceType::Compaction),
+                tags: vec!["synthesis".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap()
+}
+
 /// Appends a tool call with a large result.
 pub fn tool_exchange(store: &Store, agent: &AgentId, call_id: &str, result_chars: usize) {
     let counter = counter();
@@ -118,4 +238,65 @@ pub fn snapshot(store: &Store, agent: &AgentId) -> Vec<Message> {
 pub fn assert_invariants(store: &Store, agent: &AgentId) {
     let report = store.check_invariants(agent).unwrap();
     assert!(report.is_ok(), "invariants broken: {report:?}");
+}
+
+/// One `Agent` driven by hand the way its actor drives it (input, tick, the job the tick starts,
+/// finish), with its store and its event stream.
+pub struct Driven {
+    pub agent: Agent,
+    pub store: Store,
+    pub id: AgentId,
+    rx: broadcast::Receiver<Stamped>,
+}
+
+impl Driven {
+    /// Loads the agent of `config` over `deps`, listening to its events from the start.
+    pub fn load(config: AgentConfig, deps: AgentDeps) -> Driven {
+        let (store, id) = (deps.store.clone(), config.id.clone());
+        let rx = deps.events.subscribe();
+        Driven {
+            agent: Agent::load(config, deps).unwrap(),
+            store,
+            id,
+            rx,
+        }
+    }
+
+    /// Aldric says `text`.
+    pub fn say(&mut self, text: &str) {
+        self.agent
+            .inbound(Inbound::User {
+                content: text.into(),
+                name: Some("Aldric".into()),
+            })
+            .unwrap();
+    }
+
+    /// Runs a started job to its end and hands the outcome back.
+    pub async fn run(&mut self, job: Job) -> JobOutcome {
+        let kind = job.kind;
+        let out = job.run().await;
+        self.agent.finish(kind, &out);
+        out
+    }
+
+    /// One tick; runs and finishes its job. `None` when the tick started none.
+    pub async fn tick(&mut self) -> Option<JobOutcome> {
+        let job = self.agent.tick().unwrap()?;
+        Some(self.run(job).await)
+    }
+
+    /// Every event since the last call.
+    pub fn events(&mut self) -> Vec<Event> {
+        let mut seen = Vec::new();
+        while let Ok(s) = self.rx.try_recv() {
+            seen.push(s.event);
+        }
+        seen
+    }
+
+    /// The kinds of the events since the last call.
+    pub fn kinds(&mut self) -> Vec<&'static str> {
+        self.events().iter().map(Event::kind).collect()
+    }
 }

@@ -6,85 +6,36 @@ use std::time::Duration;
 
 use serde_json::json;
 use somna_core::tokens::Calibration;
-use somna_core::{AgentId, Role, Timestamp};
-use somna_runtime::agent::{AgentDeps, JobOutcome, MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
-use somna_runtime::{Agent, Clock, Compactor, Event, EventBus, Inbound, Stamped};
+use somna_core::{Role, Timestamp};
+use somna_runtime::agent::{MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
+use somna_runtime::{Clock, Event};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
-use tokio::sync::broadcast;
 
 use crate::support::*;
 
-/// One agent over the stub, its store and its event stream.
-struct Harness {
-    agent: Agent,
-    store: Store,
-    rx: broadcast::Receiver<Stamped>,
-    id: AgentId,
-}
-
 /// An agent whose history holds `messages` turns of village talk, in a window of `max_tokens`.
-fn harness(stub: &StubLlmServer, messages: usize, max_tokens: u32) -> Harness {
+fn harness(stub: &StubLlmServer, messages: usize, max_tokens: u32) -> Driven {
     let store = Store::temporary().unwrap();
     let id = id("wren");
     store.create_agent(&id, Timestamp(0)).unwrap();
     fill(&store, &id, messages, Timestamp(0));
-    let llm = stub_client(stub, Duration::from_secs(5));
-    let events = EventBus::default();
-    let rx = events.subscribe();
-    let deps = AgentDeps {
-        store: store.clone(),
-        compactor: Compactor::new(store.clone(), llm.clone()),
-        llm,
-        events,
-        clock: Clock::real(),
-    };
-    let agent = Agent::load(agent_config("wren", max_tokens), deps).unwrap();
-    Harness {
-        agent,
-        store,
-        rx,
-        id,
-    }
+    let deps = agent_deps(
+        &store,
+        stub_client(stub, Duration::from_secs(5)),
+        Clock::real(),
+    );
+    Driven::load(agent_config("wren", max_tokens), deps)
 }
 
-impl Harness {
-    fn say(&mut self, text: &str) {
-        self.agent
-            .inbound(Inbound::User {
-                content: text.into(),
-                name: Some("Aldric".into()),
-            })
-            .unwrap();
-    }
+/// Usage by the local count alone (persona + working context + history, uncalibrated).
+fn local_usage(h: &Driven) -> f64 {
+    h.agent.prompt_tokens().unwrap() as f64
+        / f64::from(h.agent.config().compaction.max_context_tokens)
+}
 
-    /// One tick; runs and finishes its job. `None` when the tick started none.
-    async fn tick(&mut self) -> Option<JobOutcome> {
-        let job = self.agent.tick().unwrap()?;
-        let kind = job.kind;
-        let out = job.run().await;
-        self.agent.finish(kind, &out);
-        Some(out)
-    }
-
-    /// Every event since the last call.
-    fn events(&mut self) -> Vec<Event> {
-        let mut seen = Vec::new();
-        while let Ok(s) = self.rx.try_recv() {
-            seen.push(s.event);
-        }
-        seen
-    }
-
-    /// Usage by the local count alone (persona + working context + history, uncalibrated).
-    fn local_usage(&self) -> f64 {
-        self.agent.prompt_tokens().unwrap() as f64
-            / f64::from(self.agent.config().compaction.max_context_tokens)
-    }
-
-    fn calibration(&self) -> Calibration {
-        self.store.agent(&self.id).unwrap().unwrap().calibration
-    }
+fn calibration(h: &Driven) -> Calibration {
+    h.store.agent(&h.id).unwrap().unwrap().calibration
 }
 
 #[actix::test]
@@ -106,11 +57,11 @@ async fn a_lying_usage_report_cannot_move_usage_below_the_local_count() {
             ));
             let out = h.tick().await.expect("a step");
             assert!(out.replied, "{lie:?}: {:?}", out.error);
-            let (usage, local) = (h.agent.usage().unwrap(), h.local_usage());
+            let (usage, local) = (h.agent.usage().unwrap(), local_usage(&h));
             assert!(usage >= local, "{lie:?}: usage {usage} < local {local}");
         }
         // Every lie was ignored (or there was nothing to read): the calibration never moved.
-        assert_eq!(h.calibration(), Calibration::default(), "{lie:?}");
+        assert_eq!(calibration(&h), Calibration::default(), "{lie:?}");
         assert_eq!(stub.request_count(), 6);
     }
 }
@@ -126,7 +77,7 @@ async fn calibration_feedback_follows_an_honest_server_by_bounded_steps() {
         h.say(&format!("Turn {turn}: {}", line(turn as usize)));
         let out = h.tick().await.expect("a step");
         assert!(out.replied, "{:?}", out.error);
-        let cal = h.calibration();
+        let cal = calibration(&h);
         assert_eq!(cal.samples, turn + 1);
         assert!(cal.factor > previous.factor, "{cal:?} after {previous:?}");
         assert!(cal.factor - previous.factor <= Calibration::MAX_STEP + 1e-12);
@@ -136,7 +87,7 @@ async fn calibration_feedback_follows_an_honest_server_by_bounded_steps() {
     let expected = counter().calibrated(h.agent.prompt_tokens().unwrap(), &previous) as f64
         / f64::from(h.agent.config().compaction.max_context_tokens);
     assert_eq!(h.agent.usage().unwrap(), expected);
-    assert!(h.agent.usage().unwrap() > h.local_usage());
+    assert!(h.agent.usage().unwrap() > local_usage(&h));
 }
 
 #[actix::test]
@@ -229,7 +180,9 @@ async fn transient_failures_fail_the_turn_after_bounded_attempts() {
     let mut h = harness(&stub, 10, 8000);
     h.say("Hello?");
     let mut failed = None;
-    // The agent backs off between attempts (2 s, then 4 s); wait for them, bounded.
+    // The agent backs off between attempts (2 s, then 4 s) on the real clock; wait for them,
+    // bounded. The sleep is part of what is tested here (real backoffs against a real server);
+    // agent.rs checks the same ladder on a paused clock.
     for _ in 0..400 {
         if h.tick().await.is_some() {
             failed = h.events().into_iter().find_map(|e| match e {

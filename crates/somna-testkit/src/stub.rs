@@ -183,6 +183,8 @@ struct State {
     chars_per_token: Mutex<f64>,
     usage: Mutex<UsageReport>,
     next_id: AtomicUsize,
+    /// True while replies are held ([`StubLlmServer::hold`]).
+    held: watch::Sender<bool>,
 }
 
 /// Locks a mutex, recovering the data if a panicking test poisoned it.
@@ -239,6 +241,7 @@ impl StubLlmServer {
             chars_per_token: Mutex::new(4.0),
             usage: Mutex::new(UsageReport::Counted),
             next_id: AtomicUsize::new(1),
+            held: watch::Sender::new(false),
         });
         let (stop, stopped) = watch::channel(false);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -350,6 +353,21 @@ impl StubLlmServer {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
 
+    /// Holds every reply from now on: requests are received, recorded and counted in flight, then
+    /// wait until [`StubLlmServer::release`]. A test that must act while a call is in flight holds,
+    /// waits for the request ([`StubLlmServer::wait_for_requests`]), acts, then releases, so no
+    /// timing decides whether the call was still in flight.
+    pub fn hold(&self) -> &Self {
+        self.state.held.send_replace(true);
+        self
+    }
+
+    /// Lets the held replies go, and the later ones answer at once again.
+    pub fn release(&self) -> &Self {
+        self.state.held.send_replace(false);
+        self
+    }
+
     /// Waits until at least `n` requests arrived, or `timeout` passed; true when they did.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -455,8 +473,12 @@ async fn connection(mut socket: TcpStream, state: Arc<State>, mut stopped: watch
         state.count.fetch_add(1, Ordering::SeqCst);
         lock(&state.requests).push(request.clone());
         let reply = route(&state, &request);
+        let mut held = state.held.subscribe();
         let after = tokio::select! {
-            a = answer(&mut socket, &state, &request, reply, wants_close) => a,
+            a = async {
+                let _ = held.wait_for(|held| !*held).await;
+                answer(&mut socket, &state, &request, reply, wants_close).await
+            } => a,
             _ = stopped.changed() => return,
         };
         match after {
@@ -1030,6 +1052,23 @@ mod tests {
         server.set_usage(UsageReport::Absent);
         assert_eq!(usage(&server), Value::Null);
         assert!(matches!(Reply::oversize(200_000), Reply::Text(t) if t.len() >= 200_000));
+    }
+
+    #[test]
+    fn held_replies_wait_for_the_release() {
+        let server = StubLlmServer::start();
+        server.hold();
+        let addr = server.addr();
+        let call = std::thread::spawn(move || exchange(addr, &post(BODY), Duration::from_secs(10)));
+        let started = std::time::Instant::now();
+        while server.in_flight() == 0 && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(server.request_count(), 1);
+        assert!(!call.is_finished(), "received, not answered");
+        server.release();
+        let response = call.join().unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     }
 
     #[test]

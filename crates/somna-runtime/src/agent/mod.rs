@@ -12,9 +12,14 @@
 //! - `job.rs`: the job runner ([`Job`], [`JobKind`], [`JobOutcome`], [`JobError`]): compaction,
 //!   observation scoring, the step.
 //! - `sleep.rs`: sleep's steps (consolidation, reflection), run as a job.
+//! - `queue.rs`: the `JobQueue` (one job at a time; sleep, compaction and uncompact requests
+//!   queued behind it, bounded; the drain) and `cadence.rs`: the `TickCadence` (when the next tick
+//!   is due). The actor asks them and does what they say; plain values, tested without actix.
 
+pub(crate) mod cadence;
 mod job;
 mod protocol;
+pub(crate) mod queue;
 mod sleep;
 
 pub use job::{Job, JobError, JobKind, JobOutcome, SleepFailure};
@@ -640,7 +645,7 @@ mod tests {
     use crate::error_chain as chain;
 
     fn unknown() -> StoreError {
-        StoreError::UnknownAgent(AgentId::new("ada").unwrap())
+        crate::unknown_agent("ada")
     }
 
     #[test]

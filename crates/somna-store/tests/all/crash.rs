@@ -220,6 +220,8 @@ fn sigkill_during_writes_never_breaks_invariants() {
             let mut text = String::new();
             out.read_to_string(&mut text).map(|_| text)
         });
+        // The kill lands at a random moment of the writes: this wait is what is tested, not a
+        // synchronisation.
         std::thread::sleep(Duration::from_millis(rng.random_range(5..=150u64)));
         child.kill().unwrap();
         let status = child.wait().unwrap();

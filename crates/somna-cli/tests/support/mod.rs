@@ -1,0 +1,139 @@
+//! What the tests of the `somna` binary share: the command with a clean environment, a command's
+//! output as text, and [`Served`], a `somna run --serve` child and the address it printed.
+
+// Each test binary (cli, crash, server) uses its own part of this module.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The environment variables `somna` reads; a test's command starts without any of them.
+const ENV: [&str; 6] = [
+    "SOMNA_CONFIG",
+    "SOMNA_DB",
+    "SOMNA_SERVER",
+    "SOMNA_API_BIND",
+    "SOMNA_API_TOKEN",
+    "SOMNA_LOG",
+];
+
+/// The `somna` command in `dir` with a clean environment.
+pub fn command(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_somna"));
+    c.current_dir(dir);
+    for var in ENV {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// Runs `somna args…` in `dir` (clean environment) to the end.
+pub fn somna(dir: &Path, args: &[&str]) -> Output {
+    command(dir).args(args).output().unwrap()
+}
+
+/// A command's stdout then stderr, as text.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A `somna run --serve` child; killed if a test ends before stopping it.
+pub struct Served {
+    pub child: Child,
+    /// The API's base URL, as the run printed it (`http://127.0.0.1:<port>`).
+    pub url: String,
+    /// Every line the run printed so far.
+    stdout: Arc<Mutex<Vec<String>>>,
+    /// The thread that reads the child's stdout; it ends at the end of the pipe.
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Served {
+    /// Spawns `command` (a `somna run --serve …`, stdout piped here, stderr dropped) and waits for
+    /// the address it prints (30 s at most).
+    pub fn start(mut command: Command) -> Served {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let reader = {
+            let lines = Arc::clone(&stdout);
+            let out = child.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    let _ = tx.send(line.clone());
+                    lines.lock().unwrap().push(line);
+                }
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = loop {
+            let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("somna run --serve printed no address");
+            };
+            if let Some(rest) = line.strip_prefix("somna: API on ") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        Served {
+            child,
+            url,
+            stdout,
+            reader: Some(reader),
+        }
+    }
+
+    /// The API's `host:port`.
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    /// Stops the server as ctrl-c does and waits for the run to end; its exit status and output.
+    pub fn stop(mut self) -> (bool, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "somna run did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // The reader thread ends at the end of the pipe, once the process is gone: every line the
+        // run printed is read.
+        self.reader.take().unwrap().join().unwrap();
+        let out = self.stdout.lock().unwrap().join("\n");
+        (status.success(), out)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The LLM summary of a plan's body: one request per chunk that fits the summarizer's window,
+//! merged in bounded rounds, then validated (non-empty, shaped like the requested sections, smaller
+//! than the body, within its cap).
+
+use somna_core::compaction::Plan;
+use somna_core::config::{AgentConfig, CompactionConfig};
+use somna_core::message::Message;
+use somna_core::tokens::TokenCounter;
+use somna_llm::LlmError;
+use somna_llm::prompts;
+
+use super::Compactor;
+
+/// Most summaries merged in one request when a chunked body is merged.
+const MERGE_FAN_IN: usize = 8;
+/// Most rounds of merging (a bound, not a loop condition that can run forever).
+const MAX_MERGE_ROUNDS: usize = 4;
+/// Summaries may overshoot `summary_max_tokens` by this factor (tokenizers disagree slightly).
+const SUMMARY_CAP_SLACK: f64 = 1.10;
+
+/// Why an LLM summary could not be used.
+#[derive(Debug)]
+pub(super) enum SummaryFailure {
+    Llm(LlmError),
+    Invalid(String),
+}
+
+impl std::fmt::Display for SummaryFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SummaryFailure::Llm(e) => write!(f, "the summarizer failed: {e}"),
+            SummaryFailure::Invalid(why) => write!(f, "the summary was rejected: {why}"),
+        }
+    }
+}
+
+impl Compactor {
+    /// Summarizes the plan's body with the LLM: one request per chunk, then merges.
+    pub(super) async fn summarize(
+        &self,
+        plan: &Plan,
+        history: &[Message],
+        config: &AgentConfig,
+        counter: &TokenCounter,
+    ) -> Result<String, SummaryFailure> {
+        let cfg = &config.compaction;
+        let model = if cfg.compact_model.is_empty() {
+            config.model.clone()
+        } else {
+            cfg.compact_model.clone()
+        };
+        let mut parts = Vec::new();
+        // The server's own count of the last answer's tokens, when it reports one.
+        let mut server_tokens = None;
+        for chunk in plan.summarizer_chunks(history, counter) {
+            let (text, completion) = self
+                .ask(prompts::summary_request(&model, cfg, &chunk))
+                .await?;
+            server_tokens = completion;
+            parts.push(text);
+        }
+        let mut rounds = 0;
+        while parts.len() > 1 {
+            if rounds == MAX_MERGE_ROUNDS {
+                return Err(SummaryFailure::Invalid(format!(
+                    "still {} partial summaries after {MAX_MERGE_ROUNDS} merge rounds",
+                    parts.len()
+                )));
+            }
+            rounds += 1;
+            let mut merged = Vec::new();
+            for group in parts.chunks(MERGE_FAN_IN) {
+                if group.len() == 1 {
+                    merged.push(group[0].clone());
+                    continue;
+                }
+                let (text, completion) =
+                    self.ask(prompts::merge_request(&model, cfg, group)).await?;
+                server_tokens = completion;
+                merged.push(text);
+            }
+            parts = merged;
+        }
+        let text = parts.pop().unwrap_or_default();
+        validate_summary(&text, plan, cfg, counter, server_tokens)?;
+        Ok(text)
+    }
+
+    /// Sends one summary or merge request: the answer's text and the server's count of it.
+    async fn ask(
+        &self,
+        request: somna_llm::ChatRequest,
+    ) -> Result<(String, Option<u32>), SummaryFailure> {
+        let response = self.llm.chat(request).await.map_err(SummaryFailure::Llm)?;
+        let completion = response.usage.map(|u| u.completion_tokens);
+        Ok((response.text.trim().to_string(), completion))
+    }
+}
+
+/// Rejects a summary that is empty, not shaped like a summary, larger than what it replaces, or
+/// over its cap. The cap is checked with the server's count of the answer when it reported one
+/// (it enforced `max_tokens` with its own tokenizer), else with ours.
+fn validate_summary(
+    text: &str,
+    plan: &Plan,
+    cfg: &CompactionConfig,
+    counter: &TokenCounter,
+    server_tokens: Option<u32>,
+) -> Result<(), SummaryFailure> {
+    if text.trim().is_empty() {
+        return Err(SummaryFailure::Invalid("empty".into()));
+    }
+    let tokens = u64::from(counter.count_text(text));
+    if tokens >= plan.body_tokens {
+        return Err(SummaryFailure::Invalid(format!(
+            "{tokens} tokens, not smaller than the {} tokens it replaces",
+            plan.body_tokens
+        )));
+    }
+    if let Some(why) = prompts::summary_shape_problem(text, cfg) {
+        return Err(SummaryFailure::Invalid(why));
+    }
+    let cap = (f64::from(cfg.summary_cap()) * SUMMARY_CAP_SLACK) as u64;
+    let measured = server_tokens.filter(|t| *t > 0).map_or(tokens, u64::from);
+    if measured > cap {
+        return Err(SummaryFailure::Invalid(format!(
+            "{measured} tokens, over the summary's cap ({}, compaction.summary_max_tokens)",
+            cfg.summary_cap()
+        )));
+    }
+    Ok(())
+}
