@@ -180,6 +180,8 @@ fn compact_and_sleep_exit_non_zero_when_they_fail() {
         "smith",
         "--set",
         "defaults.compaction.sleep_threshold=0.1",
+        "--set",
+        "defaults.compaction.min_compact_batch=1",
         "--json",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -383,13 +385,13 @@ fn send_refuses_input_over_the_limit() {
     std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
     let o = somna(dir.path(), &["create", "smith"]);
     assert!(o.status.success(), "{}", text(&o));
-    // (0.8 × 2000 − 500 − 0.25 × 2000) / 2 = 300 tokens.
+    // (0.8 × 2000 − 500 − 0.2 × 2000) / 2 = 350 tokens.
     let big = "The miller's cart lost a wheel by the north gate. ".repeat(200);
     let o = somna(dir.path(), &["send", "smith", &big]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("above this agent's limit of 300 (compaction.max_input_tokens)"),
+        t.contains("above this agent's limit of 350 (compaction.max_input_tokens)"),
         "{t}"
     );
     let o = somna(dir.path(), &["history", "smith", "--json"]);
@@ -457,8 +459,10 @@ fn import_keeps_message_times_and_export_writes_them_back() {
         .as_str()
         .unwrap()
         .to_string();
+    // The first turn of an excerpt shows the day; turns of the same day after it, the time.
+    assert!(note.contains("[2023-05-01 10:03] Omar: Reply 3"), "{note}");
     assert!(
-        note.contains("[2023-05-01 10:04] Nora: Day 4: the ferry to Lisbon"),
+        note.contains("\n[10:04] Nora: Day 4: the ferry to Lisbon"),
         "{note}"
     );
 }

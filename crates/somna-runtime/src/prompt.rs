@@ -10,7 +10,8 @@
 //!
 //! **Budget.** The window is split explicitly: the reply's reserve (`max_reply_tokens`) is never
 //! used; the persona, the summary and the live history take what they need; the working context
-//! fills at most `working_share` of the window with what is left, most relevant first. A prompt
+//! fills what is left, most relevant first — at least `working_share` of the window, which every
+//! usage check reserves for it, and more when the live history is short. A prompt
 //! never exceeds `max_context_tokens − max_reply_tokens`: if the live history alone would (the
 //! emergency compaction normally prevents it), the oldest turns are left out of this prompt —
 //! never out of the store — keeping tool calls with their results.
@@ -112,11 +113,7 @@ impl WorkingContext {
                 run.extend(store.archived_message(agent, seq + 1)?);
             }
             run.retain(|m| !m.content.trim().is_empty());
-            let cost: u64 = run
-                .iter()
-                .map(|m| u64::from(counter.count_text(&excerpt_line(m, turn_cap, counter))) + 1)
-                .sum::<u64>()
-                + 1;
+            let cost = run_cost(&run, turn_cap, counter);
             // The hit alone when its neighbours do not fit.
             let (run, cost) = if used + cost <= budget {
                 (run, cost)
@@ -124,8 +121,7 @@ impl WorkingContext {
                 let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
                     continue;
                 };
-                let cost =
-                    u64::from(counter.count_text(&excerpt_line(&only, turn_cap, counter))) + 2;
+                let cost = run_cost(std::slice::from_ref(&only), turn_cap, counter);
                 if used + cost > budget {
                     continue;
                 }
@@ -174,9 +170,11 @@ impl WorkingContext {
                 if i > 0 {
                     out.push_str("\n…");
                 }
+                let mut prev = None;
                 for m in &excerpt.turns {
                     out.push('\n');
-                    out.push_str(&excerpt_line(m, turn_cap, counter));
+                    out.push_str(&excerpt_line(m, prev, turn_cap, counter));
+                    prev = Some(m);
                 }
             }
         }
@@ -207,9 +205,20 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
     out
 }
 
+/// The tokens a run of turns takes in the note (each on its line, the run after a separator).
+fn run_cost(run: &[Message], cap: u64, counter: &TokenCounter) -> u64 {
+    let mut prev = None;
+    let mut cost = 1;
+    for m in run {
+        cost += u64::from(counter.count_text(&excerpt_line(m, prev, cap, counter))) + 1;
+        prev = Some(m);
+    }
+    cost
+}
+
 /// One archived turn as the prompt shows it: `[2023-05-08 13:56] Nora: text`, on one line, cut to
-/// about `cap` tokens.
-fn excerpt_line(m: &Message, cap: u64, counter: &TokenCounter) -> String {
+/// about `cap` tokens. After a turn of the same day (`prev`) only the time is shown: `[13:58]`.
+fn excerpt_line(m: &Message, prev: Option<&Message>, cap: u64, counter: &TokenCounter) -> String {
     let who = m.name.as_deref().unwrap_or(match m.role {
         Role::User => "user",
         Role::Assistant => "you",
@@ -228,7 +237,14 @@ fn excerpt_line(m: &Message, cap: u64, counter: &TokenCounter) -> String {
         }
         format!("{cut} …")
     };
-    format!("[{}] {who}: {text}", m.created_at.minute_label())
+    let label = m.created_at.minute_label();
+    let same_day = prev.is_some_and(|p| p.created_at.minute_label().get(..10) == label.get(..10));
+    let when = if same_day {
+        label.get(11..).unwrap_or(&label)
+    } else {
+        &label
+    };
+    format!("[{when}] {who}: {text}")
 }
 
 /// A built prompt with its token breakdown.
@@ -347,9 +363,9 @@ pub fn build(
     let mut note_index = None;
     let used: u64 =
         message_tokens.iter().map(|&t| u64::from(t)).sum::<u64>() + u64::from(REPLY_PRIMING);
-    let room = budget
-        .saturating_sub(used)
-        .min(config.compaction.working_budget());
+    // The working context may use whatever the rest leaves free (its share is reserved by the
+    // usage formula, so at least that much is free whenever usage is below the thresholds).
+    let room = budget.saturating_sub(used);
     let turn_cap = (config.compaction.working_budget() / MAX_TURN_SHARE).max(32);
     if let Some(mut note) = working.render(counter, turn_cap) {
         let mut tokens = counter.count_message(&Message::new(Role::System, &note));
@@ -438,14 +454,18 @@ pub fn assemble(
     history: &[Message],
     counter: &TokenCounter,
 ) -> Result<(Prompt, WorkingContext), StoreError> {
-    let working = WorkingContext::gather(
-        store,
-        agent,
-        latest_input(history),
-        config,
-        counter,
-        config.compaction.working_budget(),
-    )?;
+    // What the prompt leaves free without a working context is the working context's room: at
+    // least its reserved share while usage is below the thresholds, more when the live history is
+    // short.
+    // A share of 0 turns the working context off.
+    let bare = build(config, &WorkingContext::default(), history, counter);
+    let room = if config.compaction.working_budget() == 0 {
+        0
+    } else {
+        bare.budget.saturating_sub(bare.total_tokens())
+    };
+    let working =
+        WorkingContext::gather(store, agent, latest_input(history), config, counter, room)?;
     let built = build(config, &working, history, counter);
     Ok((built, working))
 }

@@ -261,7 +261,7 @@ impl Default for CompactionConfig {
             extraction: Scorer::Heuristic,
             max_input_tokens: 0,
             max_reply_tokens: 512,
-            working_share: 0.25,
+            working_share: 0.2,
         }
     }
 }

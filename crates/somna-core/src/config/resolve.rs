@@ -623,16 +623,16 @@ name = "forge"
              [[agents]]\nid = \"set\"\ncompaction.max_input_tokens = 700\n",
         );
         // The summary's cap is 15% of the window and the working context a quarter of it:
-        // (0.8 × 4096 − 614 − 1024) / 2 = 819; the default window:
-        // (0.8 × 8192 − 1228 − 2048) / 2 = 1638.
+        // (0.8 × 4096 − 614 − 819) / 2 = 921; the default window:
+        // (0.8 × 8192 − 1228 − 1638) / 2 = 1843.
         let plain = resolved.agent(&id("plain")).unwrap();
         assert_eq!(plain.compaction.max_input_tokens, 0);
         assert_eq!(plain.compaction.summary_cap(), 614);
-        assert_eq!(plain.compaction.input_room(), 1638);
-        assert_eq!(plain.compaction.input_limit(), 819);
+        assert_eq!(plain.compaction.input_room(), 1843);
+        assert_eq!(plain.compaction.input_limit(), 921);
         let set = resolved.agent(&id("set")).unwrap();
         assert_eq!(set.compaction.input_limit(), 700);
-        assert_eq!(CompactionConfig::default().input_limit(), 1638);
+        assert_eq!(CompactionConfig::default().input_limit(), 1843);
         // The derived limit follows a run-time change of the window.
         let wider = plain
             .with_overrides(&AgentOverrides {
@@ -643,7 +643,7 @@ name = "forge"
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(wider.compaction.input_limit(), 1638);
+        assert_eq!(wider.compaction.input_limit(), 1843);
         // A run-time limit above what compaction frees is refused, naming the key.
         let err = plain
             .with_overrides(&AgentOverrides {
@@ -656,7 +656,7 @@ name = "forge"
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("compaction.max_input_tokens: must be at most 1638"),
+            err.contains("compaction.max_input_tokens: must be at most 1843"),
             "{err}"
         );
     }
