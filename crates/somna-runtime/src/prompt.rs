@@ -113,7 +113,7 @@ impl WorkingContext {
                 run.extend(store.archived_message(agent, seq + 1)?);
             }
             run.retain(|m| !m.content.trim().is_empty());
-            let cost = run_cost(&run, turn_cap, counter);
+            let cost = run_cost(&run, turn_cap);
             // The hit alone when its neighbours do not fit.
             let (run, cost) = if used + cost <= budget {
                 (run, cost)
@@ -121,7 +121,7 @@ impl WorkingContext {
                 let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
                     continue;
                 };
-                let cost = run_cost(std::slice::from_ref(&only), turn_cap, counter);
+                let cost = run_cost(std::slice::from_ref(&only), turn_cap);
                 if used + cost > budget {
                     continue;
                 }
@@ -148,37 +148,48 @@ impl WorkingContext {
         self.excerpts.iter().flat_map(|e| e.turns.iter())
     }
 
-    /// The working context as the text of the context note, or `None` when empty. Turns longer
-    /// than `turn_cap` tokens are cut.
-    pub fn render(&self, counter: &TokenCounter, turn_cap: u64) -> Option<String> {
+    /// The working context as the text of the context note with an upper bound of its tokens (as
+    /// a message), or `None` when empty. Turns longer than `turn_cap` tokens are cut.
+    pub fn render(&self, counter: &TokenCounter, turn_cap: u64) -> Option<(String, u64)> {
         if self.is_empty() {
             return None;
         }
         let mut out = String::from(prompts::WORKING_CONTEXT_NOTE);
+        let mut lines = LineCounter::new(counter);
+        // The message's own overhead and the framing line.
+        let mut tokens = u64::from(
+            counter.count_message(&Message::new(Role::System, prompts::WORKING_CONTEXT_NOTE)),
+        );
         if !self.facts.is_empty() {
             out.push_str("\n\n");
             out.push_str(prompts::MEMORY_HEADING);
+            tokens += u64::from(counter.count_text(prompts::MEMORY_HEADING)) + 2;
             for f in &self.facts {
                 out.push_str("\n- ");
                 out.push_str(&f.text);
+                tokens += u64::from(counter.count_text(&f.text)) + 2;
             }
         }
         if !self.excerpts.is_empty() {
             out.push_str("\n\n");
             out.push_str(prompts::ARCHIVE_HEADING);
+            tokens += u64::from(counter.count_text(prompts::ARCHIVE_HEADING)) + 2;
             for (i, excerpt) in self.excerpts.iter().enumerate() {
                 if i > 0 {
                     out.push_str("\n…");
+                    tokens += 2;
                 }
                 let mut prev = None;
                 for m in &excerpt.turns {
+                    let (line, line_tokens) = excerpt_line(m, prev, turn_cap, &mut lines);
                     out.push('\n');
-                    out.push_str(&excerpt_line(m, prev, turn_cap, counter));
+                    out.push_str(&line);
+                    tokens += line_tokens + 1;
                     prev = Some(m);
                 }
             }
         }
-        Some(out)
+        Some((out, tokens))
     }
 }
 
@@ -205,20 +216,64 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
     out
 }
 
-/// The tokens a run of turns takes in the note (each on its line, the run after a separator).
-fn run_cost(run: &[Message], cap: u64, counter: &TokenCounter) -> u64 {
-    let mut prev = None;
-    let mut cost = 1;
-    for m in run {
-        cost += u64::from(counter.count_text(&excerpt_line(m, prev, cap, counter))) + 1;
-        prev = Some(m);
-    }
-    cost
+/// The tokens a run of turns takes in the note at most, estimated without tokenizing: each
+/// turn's stored count (it covers the content and more), a bound for its date label and its
+/// speaker's name, its line break; the run's separator.
+fn run_cost(run: &[Message], cap: u64) -> u64 {
+    1 + run
+        .iter()
+        .map(|m| {
+            let name = m.name.as_deref().map_or(2, |n| n.len() as u64);
+            u64::from(m.tokens).min(cap + 2) + LABEL_TOKENS + name + 1
+        })
+        .sum::<u64>()
 }
 
-/// One archived turn as the prompt shows it: `[2023-05-08 13:56] Nora: text`, on one line, cut to
-/// about `cap` tokens. After a turn of the same day (`prev`) only the time is shown: `[13:58]`.
-fn excerpt_line(m: &Message, prev: Option<&Message>, cap: u64, counter: &TokenCounter) -> String {
+/// At most the tokens of a date label and its punctuation, `[2023-05-08 13:56] `, in the
+/// tokenizers Somna knows.
+const LABEL_TOKENS: u64 = 16;
+
+/// Counts the lines of a note without tokenizing each: a date label's tokens depend only on its
+/// shape (full date or time alone), counted once, and each speaker's name once.
+struct LineCounter<'a> {
+    counter: &'a TokenCounter,
+    /// `[2023-05-08 13:56] ` and `[13:58] `, each with a token of margin.
+    full_date: u64,
+    time_only: u64,
+    names: std::collections::HashMap<String, u64>,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(counter: &'a TokenCounter) -> Self {
+        LineCounter {
+            counter,
+            full_date: u64::from(counter.count_text("[2023-05-08 13:56] ")) + 1,
+            time_only: u64::from(counter.count_text("[13:58] ")) + 1,
+            names: std::collections::HashMap::new(),
+        }
+    }
+
+    fn name(&mut self, who: &str) -> u64 {
+        if let Some(&n) = self.names.get(who) {
+            return n;
+        }
+        // The name and the ": " after it.
+        let n = u64::from(self.counter.count_text(&format!("{who}: ")));
+        self.names.insert(who.to_string(), n);
+        n
+    }
+}
+
+/// One archived turn as the prompt shows it — `[2023-05-08 13:56] Nora: text`, on one line, cut to
+/// about `cap` tokens; after a turn of the same day (`prev`) only the time is shown, `[13:58]` —
+/// and an upper bound of its tokens: its label's and name's, and the message's stored count
+/// (which covers its content and more), so a long note is never tokenized whole.
+fn excerpt_line(
+    m: &Message,
+    prev: Option<&Message>,
+    cap: u64,
+    lines: &mut LineCounter<'_>,
+) -> (String, u64) {
     let who = m.name.as_deref().unwrap_or(match m.role {
         Role::User => "user",
         Role::Assistant => "you",
@@ -226,8 +281,8 @@ fn excerpt_line(m: &Message, prev: Option<&Message>, cap: u64, counter: &TokenCo
         Role::System => "system",
     });
     let text = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
-    let text = if u64::from(counter.count_text(&text)) <= cap {
-        text
+    let (text, text_tokens) = if u64::from(m.tokens) <= cap {
+        (text, u64::from(m.tokens))
     } else {
         // About four characters a token; cut at a word boundary.
         let max_chars = usize::try_from(cap.saturating_mul(4)).unwrap_or(usize::MAX);
@@ -235,16 +290,18 @@ fn excerpt_line(m: &Message, prev: Option<&Message>, cap: u64, counter: &TokenCo
         if let Some(space) = cut.rfind(' ') {
             cut.truncate(space);
         }
-        format!("{cut} …")
+        let cut = format!("{cut} …");
+        let tokens = u64::from(lines.counter.count_text(&cut));
+        (cut, tokens)
     };
     let label = m.created_at.minute_label();
     let same_day = prev.is_some_and(|p| p.created_at.minute_label().get(..10) == label.get(..10));
-    let when = if same_day {
-        label.get(11..).unwrap_or(&label)
-    } else {
-        &label
+    let (when, label_tokens) = match label.get(11..) {
+        Some(time) if same_day => (time, lines.time_only),
+        _ => (label.as_str(), lines.full_date),
     };
-    format!("[{when}] {who}: {text}")
+    let tokens = label_tokens + lines.name(who) + text_tokens;
+    (format!("[{when}] {who}: {text}"), tokens)
 }
 
 /// A built prompt with its token breakdown.
@@ -309,7 +366,11 @@ pub fn build(
             break;
         }
     }
-    let mut system_tokens = counter.count_message(&Message::new(Role::System, &system));
+    // The persona counted, each summary by its stored count (which covers the blank line that
+    // joins it): the long system message is not tokenized anew on every turn.
+    let persona_only = counter.count_message(&Message::new(Role::System, &config.persona));
+    let mut system_tokens =
+        persona_only.saturating_add(u32::try_from(summary_tokens).unwrap_or(u32::MAX));
     // Over the budget without a working context: leave the oldest turns out of this prompt.
     let fixed = |system_tokens: u32, rest: &[Message]| {
         u64::from(system_tokens)
@@ -325,7 +386,7 @@ pub fn build(
     if fixed(system_tokens, rest) > budget && summary_tokens > 0 {
         // Even the latest turn does not fit beside the summary: the persona alone, then.
         system = config.persona.clone();
-        system_tokens = counter.count_message(&Message::new(Role::System, &system));
+        system_tokens = persona_only;
         summary_tokens = 0;
     }
     let persona_tokens = u64::from(system_tokens).saturating_sub(summary_tokens);
@@ -367,8 +428,8 @@ pub fn build(
     // usage formula, so at least that much is free whenever usage is below the thresholds).
     let room = budget.saturating_sub(used);
     let turn_cap = (config.compaction.working_budget() / MAX_TURN_SHARE).max(32);
-    if let Some(mut note) = working.render(counter, turn_cap) {
-        let mut tokens = counter.count_message(&Message::new(Role::System, &note));
+    if let Some((mut note, estimate)) = working.render(counter, turn_cap) {
+        let mut tokens = u32::try_from(estimate).unwrap_or(u32::MAX);
         if u64::from(tokens) > room {
             note = cut_to_tokens(&note, room.saturating_sub(8), counter);
             tokens = counter.count_message(&Message::new(Role::System, &note));

@@ -7,7 +7,7 @@ use somna_core::record::Trigger;
 use somna_core::{Role, Timestamp};
 use somna_runtime::compactor::{CompactRequest, Compactor};
 use somna_runtime::prompt::{self, WorkingContext};
-use somna_store::{CommitOutcome, Store};
+use somna_store::Store;
 
 use crate::support::*;
 
@@ -59,6 +59,8 @@ struct Case {
     reply: u32,
     share: f64,
     persona_words: usize,
+    /// An exact tokenizer (o200k) rather than the heuristic.
+    exact: bool,
     /// (words, is a tool exchange) per history message.
     history: Vec<(usize, bool)>,
     archived: usize,
@@ -72,13 +74,15 @@ fn case() -> impl Strategy<Value = Case> {
         0usize..300,
         prop::collection::vec((1usize..400, prop::bool::weighted(0.15)), 1..60),
         0usize..40,
+        prop::bool::ANY,
     )
         .prop_map(
-            |(window, reply, share, persona_words, history, archived)| Case {
+            |(window, reply, share, persona_words, history, archived, exact)| Case {
                 window,
                 reply: reply.min(window / 2),
                 share,
                 persona_words,
+                exact,
                 history,
                 archived,
             },
@@ -100,13 +104,21 @@ proptest! {
         config.compaction.max_reply_tokens = case.reply;
         config.compaction.working_share = case.share;
         config.persona = format!("You are Aldric. {}", "Speak plainly. ".repeat(case.persona_words / 2));
-        let counter = counter();
+        if case.exact {
+            config.model = "gpt-4o".into();
+        }
+        let counter = somna_core::tokens::TokenCounter::for_model(&config.model);
+        // Every message counted by the agent's own counter, as the store would have it.
+        let counted = |mut m: Message| {
+            m.tokens = counter.count_message(&m);
+            m
+        };
         // An archive to recall from: the same words as the question below.
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         if case.archived > 0 {
-            let old: Vec<Message> = (0..case.archived).map(|i| said(i, 40)).collect();
+            let old: Vec<Message> = (0..case.archived).map(|i| counted(said(i, 40))).collect();
             store.append_batch(&agent, old, Timestamp(0)).unwrap();
-            store.append(&agent, said(999, 3), Timestamp(0)).unwrap();
+            store.append(&agent, counted(said(999, 3)), Timestamp(0)).unwrap();
             runtime.block_on(compact_all_but(&store, &agent, 1));
         }
         let mut history = store.history(&agent).unwrap();
@@ -116,17 +128,31 @@ proptest! {
                 let call = ToolCall { id: format!("c{n}"), name: "look".into(), arguments: "{}".into() };
                 let mut asks = Message::assistant("");
                 asks.tool_calls = vec![call.clone()];
-                history.push(with_count(asks));
-                history.push(with_count(Message::tool_result(&call.id, "ok ".repeat(*words))));
+                history.push(counted(asks));
+                history.push(counted(Message::tool_result(&call.id, "ok ".repeat(*words))));
             } else {
-                history.push(said(n, *words));
+                history.push(counted(said(n, *words)));
             }
             n += 1;
         }
-        history.push(with_count(Message::user(line(3)).with_name("Aldric")));
+        history.push(counted(Message::user(line(3)).with_name("Aldric")));
         let (built, working) = prompt::assemble(&store, &agent, &config, &history, &counter).unwrap();
         let budget = config.compaction.prompt_budget();
         prop_assert!(built.total_tokens() <= budget, "{} > {budget}", built.total_tokens());
+        // The reported counts are upper bounds of what a tokenizer counts in the messages sent.
+        let recount: u64 = built
+            .messages
+            .iter()
+            .map(|m| {
+                let mut msg = Message::new(m.role, &m.content);
+                msg.name.clone_from(&m.name);
+                msg.tool_calls.clone_from(&m.tool_calls);
+                msg.tool_call_id.clone_from(&m.tool_call_id);
+                u64::from(counter.count_message(&msg))
+            })
+            .sum::<u64>()
+            + 3;
+        prop_assert!(recount <= budget, "{recount} tokens counted anew > {budget}");
         prop_assert_eq!(built.budget, budget);
         // The working context takes what the rest leaves (at least its share while usage is
         // below the thresholds), nothing when its share is 0.
