@@ -28,7 +28,7 @@ use somna_core::{AgentId, Fact, Timestamp};
 use somna_llm::{ChatMessage, prompts};
 use somna_store::{DocKind, Store, StoreError};
 
-/// An archived turn longer than this share of the working budget is cut in an excerpt.
+/// An archived turn longer than this part of the working context's share is cut in an excerpt.
 const MAX_TURN_SHARE: u64 = 4;
 
 /// What the agent remembers that is relevant to the latest input.
@@ -91,7 +91,8 @@ impl WorkingContext {
             return Ok(out);
         }
         let hits = store.search_archive(agent, query, memory.working_archive as usize)?;
-        let turn_cap = (budget / MAX_TURN_SHARE).max(32);
+        let turn_cap = turn_cap(config);
+        let mut lines = LineCounter::new(counter);
         // Runs of consecutive seqs chosen so far, keyed by their first seq.
         let mut chosen: Vec<Excerpt> = Vec::new();
         let mut have = std::collections::BTreeSet::new();
@@ -113,7 +114,7 @@ impl WorkingContext {
                 run.extend(store.archived_message(agent, seq + 1)?);
             }
             run.retain(|m| !m.content.trim().is_empty());
-            let cost = run_cost(&run, turn_cap);
+            let cost = run_cost(&run, turn_cap, &mut lines);
             // The hit alone when its neighbours do not fit.
             let (run, cost) = if used + cost <= budget {
                 (run, cost)
@@ -121,7 +122,7 @@ impl WorkingContext {
                 let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
                     continue;
                 };
-                let cost = run_cost(std::slice::from_ref(&only), turn_cap);
+                let cost = run_cost(std::slice::from_ref(&only), turn_cap, &mut lines);
                 if used + cost > budget {
                     continue;
                 }
@@ -216,22 +217,17 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
     out
 }
 
-/// The tokens a run of turns takes in the note at most, estimated without tokenizing: each
-/// turn's stored count (it covers the content and more), a bound for its date label and its
-/// speaker's name, its line break; the run's separator.
-fn run_cost(run: &[Message], cap: u64) -> u64 {
-    1 + run
-        .iter()
-        .map(|m| {
-            let name = m.name.as_deref().map_or(2, |n| n.len() as u64);
-            u64::from(m.tokens).min(cap + 2) + LABEL_TOKENS + name + 1
-        })
-        .sum::<u64>()
+/// The tokens a run of turns takes in the note at most (each on its line, the run after its
+/// separator), without building its lines.
+fn run_cost(run: &[Message], cap: u64, lines: &mut LineCounter<'_>) -> u64 {
+    let mut prev = None;
+    let mut cost = 2;
+    for m in run {
+        cost += lines.turn(m, prev, cap);
+        prev = Some(m);
+    }
+    cost
 }
-
-/// At most the tokens of a date label and its punctuation, `[2023-05-08 13:56] `, in the
-/// tokenizers Somna knows.
-const LABEL_TOKENS: u64 = 16;
 
 /// Counts the lines of a note without tokenizing each: a date label's tokens depend only on its
 /// shape (full date or time alone), counted once, and each speaker's name once.
@@ -241,6 +237,8 @@ struct LineCounter<'a> {
     full_date: u64,
     time_only: u64,
     names: std::collections::HashMap<String, u64>,
+    /// What a message's stored count spends besides its content, per role and name.
+    overheads: std::collections::HashMap<(Role, Option<String>), u64>,
 }
 
 impl<'a> LineCounter<'a> {
@@ -250,7 +248,34 @@ impl<'a> LineCounter<'a> {
             full_date: u64::from(counter.count_text("[2023-05-08 13:56] ")) + 1,
             time_only: u64::from(counter.count_text("[13:58] ")) + 1,
             names: std::collections::HashMap::new(),
+            overheads: std::collections::HashMap::new(),
         }
+    }
+
+    /// At most the tokens of `m`'s content: its stored count less the message's overhead.
+    fn content(&mut self, m: &Message) -> u64 {
+        let key = (m.role, m.name.clone());
+        let overhead = match self.overheads.get(&key) {
+            Some(&n) => n,
+            None => {
+                let mut empty = Message::new(m.role, "");
+                empty.name.clone_from(&m.name);
+                let n = u64::from(self.counter.count_message(&empty));
+                self.overheads.insert(key, n);
+                n
+            }
+        };
+        u64::from(m.tokens).saturating_sub(overhead)
+    }
+
+    /// At most the tokens of `m`'s line after `prev` (see [`excerpt_line`]), without building it.
+    fn turn(&mut self, m: &Message, prev: Option<&Message>, cap: u64) -> u64 {
+        let label = if same_day(m, prev) {
+            self.time_only
+        } else {
+            self.full_date
+        };
+        label + self.name(speaker(m)) + self.content(m).min(cap + 2) + 1
     }
 
     fn name(&mut self, who: &str) -> u64 {
@@ -295,13 +320,33 @@ fn excerpt_line(
         (cut, tokens)
     };
     let label = m.created_at.minute_label();
-    let same_day = prev.is_some_and(|p| p.created_at.minute_label().get(..10) == label.get(..10));
     let (when, label_tokens) = match label.get(11..) {
-        Some(time) if same_day => (time, lines.time_only),
+        Some(time) if same_day(m, prev) => (time, lines.time_only),
         _ => (label.as_str(), lines.full_date),
     };
     let tokens = label_tokens + lines.name(who) + text_tokens;
     (format!("[{when}] {who}: {text}"), tokens)
+}
+
+/// The most tokens one archived turn takes in the note: a quarter of the working context's share.
+fn turn_cap(config: &AgentConfig) -> u64 {
+    (config.compaction.working_budget() / MAX_TURN_SHARE).max(32)
+}
+
+/// Who said `m`, as an excerpt names them.
+fn speaker(m: &Message) -> &str {
+    m.name.as_deref().unwrap_or(match m.role {
+        Role::User => "user",
+        Role::Assistant => "you",
+        Role::Tool => "tool",
+        Role::System => "system",
+    })
+}
+
+/// True when `m` was said on the same (UTC) day as `prev`.
+fn same_day(m: &Message, prev: Option<&Message>) -> bool {
+    const DAY_MS: u64 = 86_400_000;
+    prev.is_some_and(|p| p.created_at.0 / DAY_MS == m.created_at.0 / DAY_MS)
 }
 
 /// A built prompt with its token breakdown.
@@ -427,7 +472,7 @@ pub fn build(
     // The working context may use whatever the rest leaves free (its share is reserved by the
     // usage formula, so at least that much is free whenever usage is below the thresholds).
     let room = budget.saturating_sub(used);
-    let turn_cap = (config.compaction.working_budget() / MAX_TURN_SHARE).max(32);
+    let turn_cap = turn_cap(config);
     if let Some((mut note, estimate)) = working.render(counter, turn_cap) {
         let mut tokens = u32::try_from(estimate).unwrap_or(u32::MAX);
         if u64::from(tokens) > room {
