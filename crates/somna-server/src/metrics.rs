@@ -643,6 +643,7 @@ mod tests {
                     latency: Duration::ZERO,
                     attempts: 1,
                     model: request.model,
+                    structured_fallbacks: 0,
                 })
             })
         }

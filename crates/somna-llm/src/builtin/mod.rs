@@ -109,6 +109,7 @@ impl BuiltinClient {
             usage: Some(Usage {
                 prompt_tokens,
                 completion_tokens,
+                cached_tokens: None,
             }),
             latency: started.elapsed(),
             attempts: 1,
@@ -117,6 +118,7 @@ impl BuiltinClient {
             } else {
                 request.model.clone()
             },
+            structured_fallbacks: 0,
         }
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_openai::error::OpenAIError;
 
+use super::structured::mentions_response_format;
 use super::transport::HttpStatus;
 use super::{EXCERPT_CHARS, OpenAiSettings};
 use crate::error::{LlmError, excerpt};
@@ -18,6 +19,8 @@ pub(super) enum Failure {
         status: u16,
         excerpt: String,
         retry_after: Option<Duration>,
+        /// The body is about the request's `response_format` (see `structured.rs`).
+        about_format: bool,
     },
     Refused,
     Connection(String),
@@ -25,6 +28,12 @@ pub(super) enum Failure {
 }
 
 impl Failure {
+    /// The server rejected the request's `response_format`: an error status (not 429 or 408,
+    /// which say nothing about the request) whose body names it.
+    pub(super) fn rejects_format(&self) -> bool {
+        matches!(self, Failure::Status { status, about_format: true, .. } if *status != 429 && *status != 408)
+    }
+
     pub(super) fn into_error(self, settings: &OpenAiSettings, attempts: u32) -> LlmError {
         match self {
             Failure::Timeout => LlmError::Timeout {
@@ -124,11 +133,13 @@ pub(super) fn classify(error: OpenAIError) -> Failure {
                 status: status.status,
                 excerpt: status.excerpt,
                 retry_after: status.retry_after,
+                about_format: status.about_format,
             },
             Err(other) => Failure::Connection(error_chain(&*other)),
         },
         OpenAIError::ApiError(api) => Failure::Status {
             status: api.status_code.as_u16(),
+            about_format: mentions_response_format(&api.api_error.message),
             excerpt: excerpt(&api.api_error.message, EXCERPT_CHARS),
             retry_after: None,
         },
@@ -162,6 +173,7 @@ mod tests {
             status,
             excerpt: String::new(),
             retry_after,
+            about_format: false,
         }
     }
 

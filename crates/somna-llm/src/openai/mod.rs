@@ -13,9 +13,12 @@
 //!   carries back.
 //! - `failure.rs`: why one attempt failed, whether and how long to wait before the next, and the
 //!   [`LlmError`] a failure becomes.
+//! - `structured.rs`: the structured-output ladder (`json_schema`, `json_object`, plain text) and
+//!   what the client remembers of a server that rejected a step.
 //! - `wire.rs`: Somna's request and response types to and from async-openai's.
 
 mod failure;
+mod structured;
 mod transport;
 mod wire;
 
@@ -25,8 +28,9 @@ use std::time::{Duration, Instant};
 
 use async_openai::Client;
 use async_openai::config::{Config, OpenAIConfig};
+use async_openai::types::chat::CreateChatCompletionResponse;
 use futures::future::BoxFuture;
-use somna_core::config::LlmConfig;
+use somna_core::config::{CacheHint, LlmConfig, StructuredOutput};
 use tokio::sync::Semaphore;
 
 use crate::client::LlmClient;
@@ -34,6 +38,7 @@ use crate::error::{LlmError, Result, excerpt};
 use crate::retry::RetryPolicy;
 use crate::types::{ChatRequest, ChatResponse};
 use failure::{Failure, classify, classify_transport, retry_wait};
+use structured::{Ladder, WireFormat};
 use transport::{Transport, drop_empty_bearer};
 use wire::{from_wire, to_wire};
 
@@ -53,6 +58,12 @@ pub struct OpenAiSettings {
     pub retry: RetryPolicy,
     /// At most this many requests in flight at once, across every clone of the client.
     pub max_concurrent: u32,
+    /// How requests with a structured form ask for their answer (`llm.structured_output`).
+    pub structured_output: StructuredOutput,
+    /// Which per-agent cache hint requests with a cache key carry (`llm.cache_hint`).
+    pub cache_hint: CacheHint,
+    /// llama.cpp's slot count for slot affinity (`llm.cache_slots`; 0: no `id_slot`).
+    pub cache_slots: u32,
 }
 
 impl OpenAiSettings {
@@ -64,6 +75,9 @@ impl OpenAiSettings {
             connect_timeout: cfg.timeout.min(Duration::from_secs(10)),
             retry: RetryPolicy::with_max_retries(cfg.max_retries),
             max_concurrent: cfg.max_concurrent,
+            structured_output: cfg.structured_output,
+            cache_hint: cfg.cache_hint,
+            cache_slots: cfg.cache_slots,
         }
     }
 
@@ -117,6 +131,8 @@ struct Inner {
     settings: OpenAiSettings,
     /// One permit per request in flight.
     limit: Arc<Semaphore>,
+    /// The structured-output mode and what the server taught this client.
+    ladder: Ladder,
     has_key: bool,
 }
 
@@ -168,6 +184,7 @@ impl OpenAiClient {
                 client,
                 http,
                 limit: Arc::new(Semaphore::new(permits)),
+                ladder: Ladder::new(settings.structured_output),
                 has_key: api_key.is_some(),
                 settings,
             }),
@@ -257,8 +274,10 @@ impl OpenAiClient {
     /// One chat completion with retries (see [`RetryPolicy`]); logs each attempt.
     pub async fn complete(&self, request: ChatRequest) -> Result<ChatResponse> {
         let started = Instant::now();
-        let wire = to_wire(&request)?;
         let settings = &self.inner.settings;
+        let mut format = self.inner.ladder.format(&request);
+        let mut wire = to_wire(&request, format, settings)?;
+        let mut fallbacks: u32 = 0;
         let policy = settings.retry;
         let mut attempt: u32 = 0;
         loop {
@@ -279,17 +298,22 @@ impl OpenAiClient {
                 model = %request.model,
                 purpose = %request.purpose,
                 attempt,
+                format = format.as_str(),
                 "LLM attempt"
             );
             let outcome = tokio::time::timeout(
                 settings.timeout,
-                self.inner.client.chat().create(wire.clone()),
+                self.inner
+                    .client
+                    .chat()
+                    .create_byot::<_, CreateChatCompletionResponse>(wire.clone()),
             )
             .await;
             drop(permit);
             let failure = match outcome {
                 Ok(Ok(response)) => {
-                    let response = from_wire(response, started.elapsed(), attempt)?;
+                    let mut response = from_wire(response, started.elapsed(), attempt)?;
+                    response.structured_fallbacks = fallbacks;
                     tracing::debug!(
                         provider = "openai",
                         model = %response.model,
@@ -304,6 +328,32 @@ impl OpenAiClient {
                 Ok(Err(error)) => classify(error),
                 Err(_elapsed) => Failure::Timeout,
             };
+            if format != WireFormat::Plain && failure.rejects_format() {
+                let error = failure.into_error(settings, attempt);
+                match self.inner.ladder.step_down(format, &error.to_string()) {
+                    // The same request, at once, in the next format down (bounded: at most two
+                    // steps, json_schema → json_object → plain text).
+                    Some(next) => {
+                        fallbacks += 1;
+                        format = next;
+                        wire = to_wire(&request, format, settings)?;
+                        continue;
+                    }
+                    // A pinned format: sending the same request again cannot succeed.
+                    None => {
+                        tracing::warn!(
+                            provider = "openai",
+                            model = %request.model,
+                            purpose = %request.purpose,
+                            attempt,
+                            error = %error,
+                            "the LLM server rejected structured output (llm.structured_output = {})",
+                            settings.structured_output.as_str()
+                        );
+                        return Err(error);
+                    }
+                }
+            }
             let wait = retry_wait(&policy, &failure, attempt);
             let final_error = failure.into_error(settings, attempt);
             let Some(delay) = wait else {

@@ -12,6 +12,7 @@ use async_openai::middleware::HttpRequestFactory;
 use reqwest::header::{AUTHORIZATION, RETRY_AFTER};
 
 use super::EXCERPT_CHARS;
+use super::structured::mentions_response_format;
 use crate::error::excerpt;
 use crate::retry::parse_retry_after;
 
@@ -22,6 +23,8 @@ pub(super) struct HttpStatus {
     pub(super) status: u16,
     pub(super) excerpt: String,
     pub(super) retry_after: Option<Duration>,
+    /// The whole body (not only the excerpt) names the request's `response_format`.
+    pub(super) about_format: bool,
 }
 
 /// The transport async-openai sends through: one HTTP exchange, no retries.
@@ -60,6 +63,7 @@ impl tower::Service<HttpRequestFactory> for Transport {
                 status: status.as_u16(),
                 excerpt: excerpt(&body, EXCERPT_CHARS),
                 retry_after,
+                about_format: mentions_response_format(&body),
             })))
         })
     }

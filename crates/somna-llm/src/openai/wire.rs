@@ -1,6 +1,7 @@
 //! Somna's request and response types to and from async-openai's: participant names made
 //! OpenAI-safe, tools as functions, `max_tokens` (not `max_completion_tokens`), and a response
-//! without text or tool calls as [`LlmError::EmptyResponse`].
+//! without text or tool calls as [`LlmError::EmptyResponse`]; the structured form and the
+//! per-agent cache hint; `cached_tokens` read back from `usage.prompt_tokens_details`.
 
 use std::time::Duration;
 
@@ -12,10 +13,15 @@ use async_openai::types::chat::{
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
     ChatCompletionRequestUserMessageContent, ChatCompletionTool, ChatCompletionTools,
     CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall, FunctionObject,
+    ResponseFormat, ResponseFormatJsonSchema,
 };
-use somna_core::config::ToolSpec;
+use serde_json::{Value, json};
+use somna_core::config::{CacheHint, ToolSpec};
 use somna_core::{Role, ToolCall};
 
+use super::OpenAiSettings;
+use super::structured::WireFormat;
+use crate::builtin::stable_hash;
 use crate::error::{LlmError, Result};
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, Usage};
 
@@ -94,24 +100,68 @@ fn to_wire_tool(tool: &ToolSpec) -> Result<ChatCompletionTools> {
     }))
 }
 
-/// The wire request. `max_tokens` (not `max_completion_tokens`) because local servers such as
-/// llama.cpp's only know the older field.
-pub(super) fn to_wire(request: &ChatRequest) -> Result<CreateChatCompletionRequest> {
+/// The wire request, as JSON (sent through async-openai's `byot` path, so that fields its typed
+/// request lacks can ride along). `max_tokens` (not `max_completion_tokens`) because local servers
+/// such as llama.cpp's only know the older field. `format` picks the messages and the
+/// `response_format`; the request's cache key becomes the hint `settings.cache_hint` names.
+pub(super) fn to_wire(
+    request: &ChatRequest,
+    format: WireFormat,
+    settings: &OpenAiSettings,
+) -> Result<Value> {
     let tools = request
         .tools
         .iter()
         .map(to_wire_tool)
         .collect::<Result<Vec<_>>>()?;
+    let form = request
+        .structured
+        .as_ref()
+        .filter(|_| format != WireFormat::Plain);
+    let messages = request.messages_for(form.is_some());
+    let response_format = match form {
+        Some(form) if format == WireFormat::JsonSchema => Some(ResponseFormat::JsonSchema {
+            json_schema: ResponseFormatJsonSchema {
+                description: None,
+                name: form.name.clone(),
+                schema: form.schema.clone(),
+                strict: Some(true),
+            },
+        }),
+        _ => None,
+    };
+    let cache_key = request.cache_key.as_deref();
+    let prompt_cache_key = cache_key
+        .filter(|_| settings.cache_hint == CacheHint::PromptCacheKey)
+        .map(prompt_cache_key);
     #[allow(deprecated)]
     let wire = CreateChatCompletionRequest {
         model: request.model.clone(),
-        messages: request.messages.iter().map(to_wire_message).collect(),
+        messages: messages.iter().map(to_wire_message).collect(),
         max_tokens: request.max_tokens,
         temperature: request.temperature,
         tools: (!tools.is_empty()).then_some(tools),
+        response_format,
+        prompt_cache_key,
         ..Default::default()
     };
-    Ok(wire)
+    let mut value = serde_json::to_value(wire)
+        .map_err(|e| LlmError::config("request", format!("cannot be written as JSON: {e}")))?;
+    if let Some(form) = form.filter(|_| format == WireFormat::JsonObject) {
+        value["response_format"] = json!({"type": "json_object", "schema": form.schema});
+    }
+    if let Some(key) = cache_key.filter(|_| settings.cache_hint == CacheHint::LlamaCpp) {
+        value["cache_prompt"] = Value::Bool(true);
+        if settings.cache_slots > 0 {
+            value["id_slot"] = json!(stable_hash(key) % u64::from(settings.cache_slots));
+        }
+    }
+    Ok(value)
+}
+
+/// OpenAI's `prompt_cache_key` for an agent's cache key: stable, and without the id itself.
+pub(super) fn prompt_cache_key(key: &str) -> String {
+    format!("somna-{:016x}", stable_hash(key))
 }
 
 pub(super) fn from_wire(
@@ -122,6 +172,10 @@ pub(super) fn from_wire(
     let usage = response.usage.as_ref().map(|u| Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
+        cached_tokens: u
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens),
     });
     let Some(choice) = response.choices.into_iter().next() else {
         return Err(LlmError::EmptyResponse);
@@ -158,12 +212,107 @@ pub(super) fn from_wire(
         latency,
         attempts,
         model: response.model,
+        structured_fallbacks: 0,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use somna_core::config::LlmConfig;
+
+    fn settings(cache_hint: CacheHint, cache_slots: u32) -> OpenAiSettings {
+        OpenAiSettings::from_config(&LlmConfig {
+            base_url: "http://127.0.0.1:1/v1".into(),
+            cache_hint,
+            cache_slots,
+            ..LlmConfig::default()
+        })
+    }
+
+    fn structured() -> ChatRequest {
+        ChatRequest::new("m", vec![ChatMessage::user("write text")]).with_structured(
+            "summary",
+            json!({"type": "object", "properties": {}}),
+            vec![ChatMessage::user("write JSON")],
+        )
+    }
+
+    #[test]
+    fn each_format_sends_its_messages_and_response_format() {
+        let off = settings(CacheHint::Off, 0);
+        let plain = to_wire(&structured(), WireFormat::Plain, &off).unwrap();
+        assert_eq!(plain["messages"][0]["content"], "write text");
+        assert!(plain.get("response_format").is_none());
+        let schema = to_wire(&structured(), WireFormat::JsonSchema, &off).unwrap();
+        assert_eq!(schema["messages"][0]["content"], "write JSON");
+        assert_eq!(schema["response_format"]["type"], "json_schema");
+        assert_eq!(schema["response_format"]["json_schema"]["name"], "summary");
+        assert_eq!(schema["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(
+            schema["response_format"]["json_schema"]["schema"]["type"],
+            "object"
+        );
+        let object = to_wire(&structured(), WireFormat::JsonObject, &off).unwrap();
+        assert_eq!(object["messages"][0]["content"], "write JSON");
+        assert_eq!(
+            object["response_format"],
+            json!({"type": "json_object", "schema": {"type": "object", "properties": {}}})
+        );
+        // A request without a structured form is plain whatever the format.
+        let bare = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
+        let wire = to_wire(&bare, WireFormat::JsonSchema, &off).unwrap();
+        assert!(wire.get("response_format").is_none());
+    }
+
+    #[test]
+    fn cache_hints_follow_the_config_and_need_a_key() {
+        let keyed = ChatRequest::new("m", vec![ChatMessage::user("hi")]).with_cache_key("wren");
+        let wire = |r: &ChatRequest, hint, slots| {
+            to_wire(r, WireFormat::Plain, &settings(hint, slots)).unwrap()
+        };
+        let none = wire(&keyed, CacheHint::Off, 0);
+        for field in ["prompt_cache_key", "cache_prompt", "id_slot"] {
+            assert!(none.get(field).is_none(), "{field}");
+        }
+        let openai = wire(&keyed, CacheHint::PromptCacheKey, 0);
+        assert_eq!(openai["prompt_cache_key"], prompt_cache_key("wren"));
+        assert!(
+            openai["prompt_cache_key"]
+                .as_str()
+                .unwrap()
+                .starts_with("somna-")
+        );
+        assert!(
+            !openai["prompt_cache_key"]
+                .as_str()
+                .unwrap()
+                .contains("wren")
+        );
+        assert!(openai.get("cache_prompt").is_none());
+        let llama = wire(&keyed, CacheHint::LlamaCpp, 4);
+        assert_eq!(llama["cache_prompt"], true);
+        let slot = llama["id_slot"].as_u64().unwrap();
+        assert!(slot < 4);
+        assert_eq!(wire(&keyed, CacheHint::LlamaCpp, 4)["id_slot"], slot);
+        assert!(
+            wire(&keyed, CacheHint::LlamaCpp, 0)
+                .get("id_slot")
+                .is_none()
+        );
+        // No key (a summary request): no hint.
+        let unkeyed = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
+        assert!(
+            wire(&unkeyed, CacheHint::PromptCacheKey, 0)
+                .get("prompt_cache_key")
+                .is_none()
+        );
+        assert!(
+            wire(&unkeyed, CacheHint::LlamaCpp, 4)
+                .get("cache_prompt")
+                .is_none()
+        );
+    }
 
     #[test]
     fn names_are_made_wire_safe() {
@@ -203,7 +352,7 @@ mod tests {
             description: "Write a note".into(),
             parameters: r#"{"type":"object"}"#.into(),
         }]);
-        let json = serde_json::to_value(to_wire(&request).unwrap()).unwrap();
+        let json = to_wire(&request, WireFormat::Plain, &settings(CacheHint::Off, 0)).unwrap();
         assert_eq!(json["max_tokens"], 7);
         assert_eq!(json["tools"][0]["type"], "function");
         assert_eq!(json["tools"][0]["function"]["name"], "journal_add");
@@ -216,7 +365,7 @@ mod tests {
             description: String::new(),
             parameters: "{".into(),
         }]);
-        match to_wire(&bad) {
+        match to_wire(&bad, WireFormat::Plain, &settings(CacheHint::Off, 0)) {
             Err(LlmError::Config { key, .. }) => assert_eq!(key, "tools.t.parameters"),
             other => panic!("unexpected {other:?}"),
         }

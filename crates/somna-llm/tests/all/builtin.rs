@@ -21,6 +21,7 @@ fn builtin() -> Arc<dyn LlmClient> {
         timeout: std::time::Duration::from_secs(1),
         max_retries: 0,
         max_concurrent: 1,
+        ..LlmConfig::default()
     };
     build_client(&cfg, &|_| None).unwrap()
 }

@@ -12,10 +12,12 @@
 //! Usage in responses: `prompt_tokens` = bytes of all message contents / `chars_per_token` (4 unless set),
 //! rounded up; `completion_tokens` likewise for the reply, so token calibration can be tested. A server
 //! that lies about usage is one [`StubLlmServer::set_usage`] away ([`UsageReport`]: a fixed count, a
-//! scaled one, or none at all).
+//! scaled one, or none at all). It can report cached prompt tokens ([`CacheReport`]) and refuse
+//! `response_format` like a server without structured output ([`ResponseFormats`]).
 //!
 //! - this file: [`StubLlmServer`], its settings and what it recorded.
-//! - `reply.rs`: the vocabulary of a script: [`Reply`], [`UsageReport`], [`RecordedRequest`].
+//! - `reply.rs`: the vocabulary of a script: [`Reply`], [`UsageReport`], [`CacheReport`],
+//!   [`ResponseFormats`], [`RecordedRequest`].
 //! - `serve.rs`: the accept loop, one task per connection, routing, and the answer to each [`Reply`].
 //! - `http.rs`: HTTP/1.1 on the socket: reading a request (lengths and chunked bodies), writing a
 //!   response.
@@ -35,7 +37,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use reply::{RecordedRequest, Reply, UsageReport};
+pub use reply::{CacheReport, RecordedRequest, Reply, ResponseFormats, UsageReport};
 use serve::serve;
 
 type ReplyFn = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
@@ -57,6 +59,10 @@ pub(crate) struct State {
     pub(crate) model: Mutex<String>,
     pub(crate) chars_per_token: Mutex<f64>,
     pub(crate) usage: Mutex<UsageReport>,
+    pub(crate) cache: Mutex<CacheReport>,
+    pub(crate) response_formats: Mutex<ResponseFormats>,
+    /// The prompt text of the last chat request answered (for [`CacheReport::CommonPrefix`]).
+    pub(crate) last_prompt: Mutex<String>,
     pub(crate) next_id: AtomicUsize,
 }
 
@@ -113,6 +119,9 @@ impl StubLlmServer {
             model: Mutex::new(DEFAULT_MODEL.to_string()),
             chars_per_token: Mutex::new(4.0),
             usage: Mutex::new(UsageReport::Counted),
+            cache: Mutex::new(CacheReport::Absent),
+            response_formats: Mutex::new(ResponseFormats::Accepted),
+            last_prompt: Mutex::new(String::new()),
             next_id: AtomicUsize::new(1),
         });
         let (stop, stopped) = watch::channel(false);
@@ -197,6 +206,18 @@ impl StubLlmServer {
     /// What `usage` later answers report (honest [`UsageReport::Counted`] by default).
     pub fn set_usage(&self, usage: UsageReport) -> &Self {
         *lock(&self.state.usage) = usage;
+        self
+    }
+
+    /// What `usage.prompt_tokens_details.cached_tokens` later answers report (none by default).
+    pub fn set_cache_report(&self, cache: CacheReport) -> &Self {
+        *lock(&self.state.cache) = cache;
+        self
+    }
+
+    /// How later requests with a `response_format` are treated (accepted by default).
+    pub fn set_response_formats(&self, formats: ResponseFormats) -> &Self {
+        *lock(&self.state.response_formats) = formats;
         self
     }
 
@@ -425,6 +446,64 @@ mod tests {
         server.set_usage(UsageReport::Absent);
         assert_eq!(usage(&server), Value::Null);
         assert!(matches!(Reply::oversize(200_000), Reply::Text(t) if t.len() >= 200_000));
+    }
+
+    #[test]
+    fn reports_cached_tokens_on_demand() {
+        let server = StubLlmServer::start();
+        let details = |server: &StubLlmServer, body: &str| {
+            let response = exchange(server.addr(), &post(body), Duration::from_secs(5));
+            let body: Value =
+                serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+            body["usage"]["prompt_tokens_details"].clone()
+        };
+        assert_eq!(details(&server, BODY), Value::Null);
+        server.set_cache_report(CacheReport::Fixed(1));
+        assert_eq!(details(&server, BODY)["cached_tokens"], 1);
+        server.set_cache_report(CacheReport::CommonPrefix);
+        // "12345678" after "12345678": all 8 bytes, 2 tokens; then "1234abcd": 4 bytes, 1 token.
+        assert_eq!(details(&server, BODY)["cached_tokens"], 2);
+        let other = BODY.replace("12345678", "1234abcd");
+        assert_eq!(details(&server, &other)["cached_tokens"], 1);
+    }
+
+    #[test]
+    fn refuses_response_formats_on_demand() {
+        let server = StubLlmServer::start();
+        let with = |kind: &str| {
+            BODY.replace(
+                r#""messages""#,
+                &format!(r#""response_format":{{"type":"{kind}"}},"messages""#),
+            )
+        };
+        server.push(Reply::text("scripted"));
+        server.set_response_formats(ResponseFormats::Rejected);
+        let refused = exchange(
+            server.addr(),
+            &post(&with("json_schema")),
+            Duration::from_secs(5),
+        );
+        assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+        assert!(refused.contains("response_format"), "{refused}");
+        assert_eq!(
+            server.last_request().unwrap().response_format(),
+            Some("json_schema")
+        );
+        // The refusal consumed no scripted reply.
+        assert_eq!(server.pending_replies(), 1);
+        server.set_response_formats(ResponseFormats::LlamaCppPython);
+        let refused = exchange(
+            server.addr(),
+            &post(&with("json_schema")),
+            Duration::from_secs(5),
+        );
+        assert!(refused.starts_with("HTTP/1.1 500"), "{refused}");
+        let accepted = exchange(
+            server.addr(),
+            &post(&with("json_object")),
+            Duration::from_secs(5),
+        );
+        assert!(accepted.contains("scripted"), "{accepted}");
     }
 
     #[test]

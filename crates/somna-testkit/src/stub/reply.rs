@@ -87,6 +87,33 @@ pub enum UsageReport {
     Absent,
 }
 
+/// What the stub reports as `usage.prompt_tokens_details.cached_tokens` in 200 answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheReport {
+    /// No `prompt_tokens_details` at all, like most local servers (the default).
+    #[default]
+    Absent,
+    /// Always this many cached tokens (at most the prompt's count).
+    Fixed(u32),
+    /// Like a server with a prefix cache: the tokens of the longest common prefix of this chat
+    /// request's message contents and the previous one's.
+    CommonPrefix,
+}
+
+/// How the stub treats a request's `response_format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResponseFormats {
+    /// Any is accepted and ignored: the script decides the answer (the default).
+    #[default]
+    Accepted,
+    /// Any `response_format` other than `text` is refused with HTTP 400 and an OpenAI-style error
+    /// naming it. The refusal consumes no scripted reply.
+    Rejected,
+    /// `json_schema` is refused as llama-cpp-python 0.3.36 refuses it (HTTP 500, a validation
+    /// error naming `response_format`); `json_object` is accepted.
+    LlamaCppPython,
+}
+
 /// One request the stub received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedRequest {
@@ -138,6 +165,16 @@ impl RecordedRequest {
     /// True for a chat-completion request.
     pub fn is_chat(&self) -> bool {
         self.path.ends_with("/chat/completions")
+    }
+
+    /// The `type` of the body's `response_format` (`json_schema`, `json_object`, `text`), if any.
+    pub fn response_format(&self) -> Option<&str> {
+        self.body["response_format"]["type"].as_str()
+    }
+
+    /// The message contents, concatenated: what the stub counts as the prompt.
+    pub fn prompt_text(&self) -> String {
+        self.messages().iter().map(content_text).collect()
     }
 }
 

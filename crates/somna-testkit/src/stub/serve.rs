@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::http::{read_request, write_response};
-use super::reply::{RecordedRequest, Reply, UsageReport, content_text};
+use super::reply::{CacheReport, RecordedRequest, Reply, ResponseFormats, UsageReport};
 use super::{DefaultReply, State, lock, tokens};
 
 pub(super) async fn serve(
@@ -107,6 +107,9 @@ fn route(state: &State, request: &RecordedRequest) -> Route {
     let path = request.path.split('?').next().unwrap_or("");
     match (request.method.as_str(), path) {
         ("POST", "/v1/chat/completions") => {
+            if let Some(refusal) = refuse_format(state, request) {
+                return Route::Chat(refusal);
+            }
             let scripted = lock(&state.script).pop_front();
             let reply = match scripted {
                 Some(r) => r,
@@ -122,6 +125,24 @@ fn route(state: &State, request: &RecordedRequest) -> Route {
         }
         ("GET", "/v1/models") => Route::Models,
         _ => Route::NotFound,
+    }
+}
+
+/// The refusal of the request's `response_format`, when the stub is set to refuse it.
+fn refuse_format(state: &State, request: &RecordedRequest) -> Option<Reply> {
+    let kind = request.response_format().filter(|k| *k != "text")?;
+    match *lock(&state.response_formats) {
+        ResponseFormats::Accepted => None,
+        ResponseFormats::Rejected => Some(Reply::error(
+            400,
+            &format!("response_format of type {kind:?} is not supported by this server"),
+        )),
+        ResponseFormats::LlamaCppPython if kind == "json_schema" => Some(Reply::Status(
+            500,
+            json!({"error": {"message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}", "type": "internal_server_error", "param": null, "code": null}})
+                .to_string(),
+        )),
+        ResponseFormats::LlamaCppPython => None,
     }
 }
 
@@ -246,8 +267,9 @@ fn completion(
     finish: &str,
 ) -> Value {
     let chars_per_token = *lock(&state.chars_per_token);
-    let prompt: String = request.messages().iter().map(content_text).collect();
+    let prompt = request.prompt_text();
     let counted = tokens(&prompt, chars_per_token);
+    let previous = std::mem::replace(&mut *lock(&state.last_prompt), prompt.clone());
     let completion_tokens = tokens(completion_text, chars_per_token);
     let usage = *lock(&state.usage);
     let prompt_tokens = match usage {
@@ -275,6 +297,18 @@ fn completion(
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens.saturating_add(completion_tokens)
         });
+        let cached = match *lock(&state.cache) {
+            CacheReport::Absent => None,
+            CacheReport::Fixed(n) => Some(n),
+            CacheReport::CommonPrefix => {
+                let shared = common_prefix(&previous, &prompt);
+                Some(tokens(&prompt[..shared], chars_per_token))
+            }
+        };
+        if let Some(cached) = cached {
+            body["usage"]["prompt_tokens_details"] =
+                json!({"cached_tokens": cached.min(prompt_tokens)});
+        }
     }
     body
 }
@@ -296,4 +330,12 @@ fn finish(written: std::io::Result<()>) -> After {
         Ok(()) => After::KeepAlive,
         Err(_) => After::Close,
     }
+}
+
+/// The byte length of the longest common prefix of `a` and `b`, on a char boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i)
 }
