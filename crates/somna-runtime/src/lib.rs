@@ -46,7 +46,7 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 pub use actor::{SleepResult, UncompactError, UncompactResult};
-pub use agent::{Agent, AgentState, AgentStatus, Inbound};
+pub use agent::{Agent, AgentState, AgentStatus, ChatUsage, Inbound};
 pub use clock::Clock;
 pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
 pub use events::{Event, EventBus, Stamped};
