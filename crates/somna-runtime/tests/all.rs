@@ -7,6 +7,7 @@ mod limits;
 mod main_job;
 mod ops;
 mod properties;
+mod real_llm;
 mod runtime;
 mod sleep;
 mod support;

@@ -13,8 +13,9 @@ use async_openai::types::chat::{
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
     ChatCompletionRequestUserMessageContent, ChatCompletionTool, ChatCompletionTools,
     CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionCall, FunctionObject,
-    ResponseFormat, ResponseFormatJsonSchema,
 };
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use somna_core::config::{CacheHint, ToolSpec};
 use somna_core::{Role, ToolCall};
@@ -100,15 +101,25 @@ fn to_wire_tool(tool: &ToolSpec) -> Result<ChatCompletionTools> {
     }))
 }
 
-/// The wire request, as JSON (sent through async-openai's `byot` path, so that fields its typed
-/// request lacks can ride along). `max_tokens` (not `max_completion_tokens`) because local servers
-/// such as llama.cpp's only know the older field. `format` picks the messages and the
-/// `response_format`; the request's cache key becomes the hint `settings.cache_hint` names.
+/// A request body: async-openai's typed request as JSON (`fields`), plus the `response_format`
+/// written with its schema's properties in their intended order (see [`ordered_json`]).
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct WireBody {
+    #[serde(flatten)]
+    pub(super) fields: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) response_format: Option<Box<RawValue>>,
+}
+
+/// The wire request, sent through async-openai's `byot` path so that fields its typed request
+/// lacks can ride along. `max_tokens` (not `max_completion_tokens`) because local servers such as
+/// llama.cpp's only know the older field. `format` picks the messages and the `response_format`;
+/// the request's cache key becomes the hint `settings.cache_hint` names.
 pub(super) fn to_wire(
     request: &ChatRequest,
     format: WireFormat,
     settings: &OpenAiSettings,
-) -> Result<Value> {
+) -> Result<WireBody> {
     let tools = request
         .tools
         .iter()
@@ -119,17 +130,6 @@ pub(super) fn to_wire(
         .as_ref()
         .filter(|_| format != WireFormat::Plain);
     let messages = request.messages_for(form.is_some());
-    let response_format = match form {
-        Some(form) if format == WireFormat::JsonSchema => Some(ResponseFormat::JsonSchema {
-            json_schema: ResponseFormatJsonSchema {
-                description: None,
-                name: form.name.clone(),
-                schema: form.schema.clone(),
-                strict: Some(true),
-            },
-        }),
-        _ => None,
-    };
     let cache_key = request.cache_key.as_deref();
     let prompt_cache_key = cache_key
         .filter(|_| settings.cache_hint == CacheHint::PromptCacheKey)
@@ -141,22 +141,90 @@ pub(super) fn to_wire(
         max_tokens: request.max_tokens,
         temperature: request.temperature,
         tools: (!tools.is_empty()).then_some(tools),
-        response_format,
         prompt_cache_key,
         ..Default::default()
     };
-    let mut value = serde_json::to_value(wire)
-        .map_err(|e| LlmError::config("request", format!("cannot be written as JSON: {e}")))?;
-    if let Some(form) = form.filter(|_| format == WireFormat::JsonObject) {
-        value["response_format"] = json!({"type": "json_object", "schema": form.schema});
-    }
+    let invalid = |e: serde_json::Error| {
+        LlmError::config("request", format!("cannot be written as JSON: {e}"))
+    };
+    let mut fields = serde_json::to_value(wire).map_err(invalid)?;
     if let Some(key) = cache_key.filter(|_| settings.cache_hint == CacheHint::LlamaCpp) {
-        value["cache_prompt"] = Value::Bool(true);
+        fields["cache_prompt"] = Value::Bool(true);
         if settings.cache_slots > 0 {
-            value["id_slot"] = json!(stable_hash(key) % u64::from(settings.cache_slots));
+            fields["id_slot"] = json!(stable_hash(key) % u64::from(settings.cache_slots));
         }
     }
-    Ok(value)
+    // OpenAI's json_schema (what async-openai's ResponseFormat::JsonSchema writes), or the
+    // json_object dialect of llama-cpp-python.
+    let response_format = form.map(|form| {
+        let schema = ordered_json(&form.schema);
+        if format == WireFormat::JsonSchema {
+            format!(
+                r#"{{"type":"json_schema","json_schema":{{"name":{},"schema":{schema},"strict":true}}}}"#,
+                Value::String(form.name.clone())
+            )
+        } else {
+            format!(r#"{{"type":"json_object","schema":{schema}}}"#)
+        }
+    });
+    let response_format = response_format
+        .map(RawValue::from_string)
+        .transpose()
+        .map_err(invalid)?;
+    Ok(WireBody {
+        fields,
+        response_format,
+    })
+}
+
+/// `value` as JSON text, with the `properties` of every schema object in the order of its
+/// `required` list (the rest after them, sorted). Servers generate an object's keys in the order
+/// its schema lists them (OpenAI says so; llama.cpp's grammar does it), and `serde_json::Value`
+/// would sort them: a summary would start with `artifacts`, and an answer cut off by `max_tokens`
+/// would lose the topic arc rather than the artifacts.
+pub(super) fn ordered_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_ordered(value, None, &mut out);
+    out
+}
+
+fn write_ordered(value: &Value, order: Option<&[Value]>, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_ordered(item, None, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            if let Some(order) = order {
+                let rank = |k: &String| order.iter().position(|o| o.as_str() == Some(k.as_str()));
+                keys.sort_by_key(|k| (rank(k).unwrap_or(usize::MAX), (*k).clone()));
+            }
+            let required = map.get("required").and_then(Value::as_array);
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                let inner = if key == "properties" {
+                    required.map(Vec::as_slice)
+                } else {
+                    None
+                };
+                write_ordered(&map[key], inner, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// OpenAI's `prompt_cache_key` for an agent's cache key: stable, and without the id itself.
@@ -230,6 +298,10 @@ mod tests {
         })
     }
 
+    fn value(body: WireBody) -> Value {
+        serde_json::to_value(body).unwrap()
+    }
+
     fn structured() -> ChatRequest {
         ChatRequest::new("m", vec![ChatMessage::user("write text")]).with_structured(
             "summary",
@@ -241,10 +313,10 @@ mod tests {
     #[test]
     fn each_format_sends_its_messages_and_response_format() {
         let off = settings(CacheHint::Off, 0);
-        let plain = to_wire(&structured(), WireFormat::Plain, &off).unwrap();
+        let plain = value(to_wire(&structured(), WireFormat::Plain, &off).unwrap());
         assert_eq!(plain["messages"][0]["content"], "write text");
         assert!(plain.get("response_format").is_none());
-        let schema = to_wire(&structured(), WireFormat::JsonSchema, &off).unwrap();
+        let schema = value(to_wire(&structured(), WireFormat::JsonSchema, &off).unwrap());
         assert_eq!(schema["messages"][0]["content"], "write JSON");
         assert_eq!(schema["response_format"]["type"], "json_schema");
         assert_eq!(schema["response_format"]["json_schema"]["name"], "summary");
@@ -253,7 +325,7 @@ mod tests {
             schema["response_format"]["json_schema"]["schema"]["type"],
             "object"
         );
-        let object = to_wire(&structured(), WireFormat::JsonObject, &off).unwrap();
+        let object = value(to_wire(&structured(), WireFormat::JsonObject, &off).unwrap());
         assert_eq!(object["messages"][0]["content"], "write JSON");
         assert_eq!(
             object["response_format"],
@@ -261,7 +333,7 @@ mod tests {
         );
         // A request without a structured form is plain whatever the format.
         let bare = ChatRequest::new("m", vec![ChatMessage::user("hi")]);
-        let wire = to_wire(&bare, WireFormat::JsonSchema, &off).unwrap();
+        let wire = value(to_wire(&bare, WireFormat::JsonSchema, &off).unwrap());
         assert!(wire.get("response_format").is_none());
     }
 
@@ -269,7 +341,7 @@ mod tests {
     fn cache_hints_follow_the_config_and_need_a_key() {
         let keyed = ChatRequest::new("m", vec![ChatMessage::user("hi")]).with_cache_key("wren");
         let wire = |r: &ChatRequest, hint, slots| {
-            to_wire(r, WireFormat::Plain, &settings(hint, slots)).unwrap()
+            value(to_wire(r, WireFormat::Plain, &settings(hint, slots)).unwrap())
         };
         let none = wire(&keyed, CacheHint::Off, 0);
         for field in ["prompt_cache_key", "cache_prompt", "id_slot"] {
@@ -352,7 +424,8 @@ mod tests {
             description: "Write a note".into(),
             parameters: r#"{"type":"object"}"#.into(),
         }]);
-        let json = to_wire(&request, WireFormat::Plain, &settings(CacheHint::Off, 0)).unwrap();
+        let json =
+            value(to_wire(&request, WireFormat::Plain, &settings(CacheHint::Off, 0)).unwrap());
         assert_eq!(json["max_tokens"], 7);
         assert_eq!(json["tools"][0]["type"], "function");
         assert_eq!(json["tools"][0]["function"]["name"], "journal_add");
@@ -369,5 +442,31 @@ mod tests {
             Err(LlmError::Config { key, .. }) => assert_eq!(key, "tools.t.parameters"),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn schema_properties_go_out_in_the_order_of_required() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"b": {"type": "string"}, "a": {"type": "string"}, "c": {"type": "string"}},
+            "required": ["c", "a", "b"],
+        });
+        assert_eq!(
+            ordered_json(&schema),
+            r#"{"properties":{"c":{"type":"string"},"a":{"type":"string"},"b":{"type":"string"}},"required":["c","a","b"],"type":"object"}"#
+        );
+        let request = ChatRequest::new("m", vec![ChatMessage::user("x")]).with_structured(
+            "s",
+            schema,
+            vec![ChatMessage::user("y")],
+        );
+        let off = settings(CacheHint::Off, 0);
+        let text = serde_json::to_string(&to_wire(&request, WireFormat::JsonSchema, &off).unwrap())
+            .unwrap();
+        assert!(
+            text.contains(r#""properties":{"c":{"type":"string"},"a""#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["model"], "m");
     }
 }

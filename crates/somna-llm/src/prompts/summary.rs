@@ -192,15 +192,70 @@ pub(super) fn json_notes(value: &serde_json::Value) -> Vec<String> {
 }
 
 /// The JSON object in an answer: the whole text, or what lies between its first `{` and its last
-/// `}` (a code fence or a sentence around it).
+/// `}` (a code fence or a sentence around it); or, when the answer was cut off (a server stops at
+/// `max_tokens`, also in the middle of constrained JSON), its complete part ([`complete_prefix`]).
 pub(super) fn json_object(text: &str) -> Option<serde_json::Value> {
-    let (start, end) = (text.find('{')?, text.rfind('}')?);
-    if end < start {
-        return None;
+    let start = text.find('{')?;
+    if let Some(end) = text.rfind('}').filter(|end| *end > start) {
+        let whole = serde_json::from_str::<serde_json::Value>(&text[start..=end]);
+        if let Some(value) = whole.ok().filter(serde_json::Value::is_object) {
+            return Some(value);
+        }
     }
-    serde_json::from_str::<serde_json::Value>(&text[start..=end])
-        .ok()
-        .filter(serde_json::Value::is_object)
+    complete_prefix(&text[start..])
+}
+
+/// Most earlier cut points [`complete_prefix`] tries when the latest does not parse.
+const MAX_CUTS: usize = 32;
+
+/// A JSON text cut off somewhere (or gone wrong after a point), made whole: kept up to the end of
+/// a complete list item (a string inside a list) or a closed list or object, then closed. The
+/// latest such point that parses wins; the note being written when the answer was cut (or went
+/// wrong: small models under a grammar sometimes put raw line breaks in a string) is dropped,
+/// every complete note before it is kept. `None` when no cut parses.
+fn complete_prefix(json: &str) -> Option<serde_json::Value> {
+    let mut open: Vec<char> = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    // Byte offsets just after each safe point, with the brackets still open there.
+    let mut cuts: Vec<(usize, Vec<char>)> = Vec::new();
+    for (i, c) in json.char_indices() {
+        let after = i + c.len_utf8();
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+                if open.last() == Some(&'[') {
+                    cuts.push((after, open.clone()));
+                }
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => open.push(c),
+            '}' | ']' => {
+                open.pop();
+                cuts.push((after, open.clone()));
+                if open.is_empty() {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    cuts.iter().rev().take(MAX_CUTS).find_map(|(end, open)| {
+        let mut whole = json[..*end].to_string();
+        for bracket in open.iter().rev() {
+            whole.push(if *bracket == '[' { ']' } else { '}' });
+        }
+        serde_json::from_str::<serde_json::Value>(&whole)
+            .ok()
+            .filter(serde_json::Value::is_object)
+    })
 }
 
 /// The section headings of the default prompt, lower-cased, as a summary should start them.
@@ -466,6 +521,30 @@ mod tests {
         assert_eq!(read_summary("  ## Topic arc\n- a \n"), "## Topic arc\n- a");
         assert_eq!(read_summary("{\"answer\": 42}"), "{\"answer\": 42}");
         assert_eq!(read_summary("{broken"), "{broken");
+        // An answer cut off by max_tokens keeps its complete notes; the one being written goes.
+        let cut = r#"{ "topic_arc": [ "Mara opened a bakery.", "She \"likes\" rye" ] , "decisions": ["Open on the 14th", "Hire Tob"#;
+        assert_eq!(
+            read_summary(cut),
+            StructuredSummary {
+                topic_arc: vec!["Mara opened a bakery.".into(), "She \"likes\" rye".into()],
+                decisions: vec!["Open on the 14th".into()],
+                ..StructuredSummary::default()
+            }
+            .render()
+        );
+        let unfinished = r#"{"topic_arc": ["unfinished"#;
+        assert_eq!(read_summary(unfinished), unfinished);
+        // A note that went wrong (a raw line break) and what follows it are dropped.
+        let wrong = "{ \"topic_arc\": [ \"Tobin\", \"Mara\"], \"decisions\": [ \"14th\", \"2023 Summer\n[#1] { \" ] , \"pending\": [\"x\"]}";
+        assert_eq!(
+            read_summary(wrong),
+            StructuredSummary {
+                topic_arc: vec!["Tobin".into(), "Mara".into()],
+                decisions: vec!["14th".into()],
+                ..StructuredSummary::default()
+            }
+            .render()
+        );
         // JSON with nothing in it is rendered, and then refused as a summary.
         let empty = read_summary(r#"{"topic_arc": [], "decisions": []}"#);
         assert_eq!(
