@@ -256,6 +256,7 @@ impl LlmClient for Shopkeeper {
                     latency: Duration::ZERO,
                     attempts: 1,
                     model: request.model,
+                    structured_fallbacks: 0,
                 };
                 Box::pin(async move { Ok(response) })
             }

@@ -82,6 +82,22 @@ impl Out {
                 .map_or_else(|| "never".to_string(), |t| t.to_string())
         );
         println!("model        {}", s.config.model);
+        let u = &s.chat_usage;
+        if u.calls > 0 {
+            let cached = u.cached_prompt_tokens.map_or_else(
+                || "cache not reported".to_string(),
+                |c| {
+                    format!(
+                        "{c} cached ({:.0}%)",
+                        100.0 * c as f64 / u.prompt_tokens.max(1) as f64
+                    )
+                },
+            );
+            println!(
+                "llm prompts  {} calls · {} prompt tokens · {cached}",
+                u.calls, u.prompt_tokens
+            );
+        }
         if s.needs_reply {
             println!("             a reply is owed");
         }

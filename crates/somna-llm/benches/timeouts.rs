@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use somna_core::config::{CacheHint, StructuredOutput};
 use somna_llm::{ChatMessage, ChatRequest, OpenAiClient, OpenAiSettings, RetryPolicy};
 use somna_testkit::{Reply, StubLlmServer};
 
@@ -31,6 +32,9 @@ fn settings(
             retry_timeouts: false,
         },
         max_concurrent: 4,
+        structured_output: StructuredOutput::Auto,
+        cache_hint: CacheHint::Off,
+        cache_slots: 0,
     }
 }
 

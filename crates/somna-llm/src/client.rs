@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use somna_core::config::{LlmConfig, Provider};
+use somna_core::config::{LlmConfig, Provider, StructuredOutput};
 
 use crate::builtin::BuiltinClient;
 use crate::error::{LlmError, Result};
@@ -28,7 +28,10 @@ pub fn build_client(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn LlmClient>> {
     match cfg.provider {
-        Provider::Builtin => Ok(Arc::new(BuiltinClient::new())),
+        Provider::Builtin => Ok(Arc::new(
+            BuiltinClient::new()
+                .with_structured_output(cfg.structured_output != StructuredOutput::Off),
+        )),
         Provider::Openai => Ok(Arc::new(OpenAiClient::from_config(cfg, env)?)),
     }
 }

@@ -1,7 +1,8 @@
 //! somna-llm: Somna's LLM boundary, and the only crate that names async-openai.
 //!
 //! - [`client`]: the [`LlmClient`] trait and [`build_client`] (builtin or OpenAI-compatible, from config).
-//! - [`types`]: [`ChatRequest`], [`ChatMessage`], [`ChatResponse`], [`Usage`], [`Purpose`].
+//! - [`types`]: [`ChatRequest`] (with its [`Structured`] form), [`ChatMessage`], [`ChatResponse`],
+//!   [`Usage`], [`Purpose`].
 //! - [`error`]: [`LlmError`], typed failures (timeout, rate limited, server, malformed, empty, refused…).
 //! - [`openai`]: [`OpenAiClient`] — timeout per attempt, bounded retries, a global concurrency limit.
 //! - [`retry`]: [`RetryPolicy`] — what is retried and how long to wait.
@@ -27,4 +28,4 @@ pub use error::{LlmError, Result};
 pub use openai::{OpenAiClient, OpenAiSettings};
 pub use retry::RetryPolicy;
 pub use somna_core::{Role, ToolCall};
-pub use types::{ChatMessage, ChatRequest, ChatResponse, Purpose, Usage};
+pub use types::{ChatMessage, ChatRequest, ChatResponse, Purpose, Structured, Usage};

@@ -167,6 +167,29 @@ pub struct ChatRequest {
     /// What the request is for (not sent over the wire).
     #[serde(default)]
     pub purpose: Purpose,
+    /// A stable key of the agent the request serves (the runtime sets its id on chat turns), so
+    /// the server can find the agent's cached prompt prefix again. What goes on the wire, if
+    /// anything, is the client's choice (`llm.cache_hint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
+    /// The same request asking for a JSON answer under a schema. A client that uses structured
+    /// output (`llm.structured_output`) sends this form; otherwise it sends `messages`, which ask
+    /// for plain text. The answer of either form is read by the same reader in [`crate::prompts`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Structured>,
+}
+
+/// The structured form of a [`ChatRequest`]: its messages ask for JSON, and the answer must match
+/// `schema`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Structured {
+    /// The schema's name on the wire (`[A-Za-z0-9_-]{1,64}`), e.g. `compaction_summary`.
+    pub name: String,
+    /// A JSON schema (the subset OpenAI's strict mode accepts: every property required, no
+    /// additional properties; `maxItems` on lists).
+    pub schema: serde_json::Value,
+    /// The messages to send with the schema, in place of the plain form's.
+    pub messages: Vec<ChatMessage>,
 }
 
 impl ChatRequest {
@@ -203,6 +226,36 @@ impl ChatRequest {
         self
     }
 
+    /// Sets the stable per-agent cache key.
+    pub fn with_cache_key(mut self, key: impl Into<String>) -> Self {
+        self.cache_key = Some(key.into());
+        self
+    }
+
+    /// Adds the structured form: `messages` that ask for JSON matching `schema`.
+    pub fn with_structured(
+        mut self,
+        name: impl Into<String>,
+        schema: serde_json::Value,
+        messages: Vec<ChatMessage>,
+    ) -> Self {
+        self.structured = Some(Structured {
+            name: name.into(),
+            schema,
+            messages,
+        });
+        self
+    }
+
+    /// The messages to send: the structured form's when `structured` and the request has one,
+    /// else the plain ones.
+    pub fn messages_for(&self, structured: bool) -> &[ChatMessage] {
+        match &self.structured {
+            Some(form) if structured => &form.messages,
+            _ => &self.messages,
+        }
+    }
+
     /// True when a tool named `name` is offered.
     pub fn offers_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t.name == name)
@@ -224,6 +277,10 @@ pub struct Usage {
     pub prompt_tokens: u32,
     /// Tokens of the completion.
     pub completion_tokens: u32,
+    /// Of the prompt tokens, those the server served from its prompt cache
+    /// (`usage.prompt_tokens_details.cached_tokens`); `None` when it did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
 }
 
 /// A successful chat completion.
@@ -243,6 +300,11 @@ pub struct ChatResponse {
     pub attempts: u32,
     /// The model that answered, as the server named it.
     pub model: String,
+    /// How many structured forms the server rejected during this call before one was accepted
+    /// (`llm.structured_output = "auto"` steps down: `json_schema`, `json_object`, plain text).
+    /// 0 almost always: the client remembers a step down for every later request.
+    #[serde(default)]
+    pub structured_fallbacks: u32,
 }
 
 impl ChatResponse {

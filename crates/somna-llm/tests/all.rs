@@ -1,5 +1,5 @@
 //! Integration tests of somna-llm, one binary: the OpenAI client over real HTTP against the stub server,
-//! the builtin provider, the summarizer acceptance test on the 200-turn fixture, and opt-in real-model
+//! structured output, cache hints and cached tokens on the wire, the builtin provider, the summarizer acceptance test on the 200-turn fixture, and opt-in real-model
 //! tests (SOMNA_REAL_LLM=1).
 #![allow(
     clippy::unwrap_used,
@@ -20,3 +20,5 @@ mod real_llm;
 mod summarizer;
 #[path = "all/transcript.rs"]
 mod transcript;
+#[path = "all/wire_extras.rs"]
+mod wire_extras;

@@ -8,6 +8,7 @@ use somna_core::record::Trigger;
 use somna_core::{AgentId, Timestamp};
 use tokio::sync::broadcast;
 
+use crate::agent::ChatUsage;
 use crate::compactor::CompactionReport;
 
 /// One thing that happened in the runtime.
@@ -56,11 +57,15 @@ pub enum Event {
     SleepCompleted {
         agent: AgentId,
     },
-    /// The agent appended a reply.
+    /// The agent appended a reply. `usage` is what the server reported for the turn's chat calls
+    /// (tool rounds included): prompt tokens and, when the server says, how many it served from
+    /// its cache; left out when it reported nothing.
     AgentReplied {
         agent: AgentId,
         seq: u64,
         text: String,
+        #[serde(skip_serializing_if = "ChatUsage::is_empty")]
+        usage: ChatUsage,
     },
     /// The agent called a host-defined tool; the host answers with a tool result.
     ToolCallRequested {

@@ -60,6 +60,7 @@ fn reply(text: &str) -> ChatResponse {
         latency: Duration::ZERO,
         attempts: 1,
         model: MODEL.into(),
+        structured_fallbacks: 0,
     }
 }
 

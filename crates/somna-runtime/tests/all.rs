@@ -9,6 +9,7 @@ mod main_job;
 mod ops;
 mod prompt;
 mod properties;
+mod real_llm;
 mod recall;
 mod runtime;
 mod sleep;

@@ -418,6 +418,7 @@ fn unreachable_client() -> std::sync::Arc<dyn somna_llm::LlmClient> {
         timeout: Duration::from_secs(2),
         max_retries: 0,
         max_concurrent: 4,
+        ..somna_core::config::LlmConfig::default()
     };
     somna_llm::build_client(&cfg, &|_| None).unwrap()
 }

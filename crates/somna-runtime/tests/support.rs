@@ -134,6 +134,7 @@ pub fn stub_client(stub: &StubLlmServer, timeout: Duration) -> Arc<dyn LlmClient
         timeout,
         max_retries: 0,
         max_concurrent: 4,
+        ..LlmConfig::default()
     };
     build_client(&cfg, &|_| None).unwrap()
 }

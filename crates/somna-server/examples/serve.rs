@@ -93,6 +93,7 @@ impl DoorKeeper {
             latency: Duration::ZERO,
             attempts: 1,
             model: request.model.clone(),
+            structured_fallbacks: 0,
         })
     }
 }

@@ -13,6 +13,9 @@
 //! | `somna_llm_request_duration_seconds` | histogram | `purpose` |
 //! | `somna_llm_requests_total` | counter | `purpose`, `outcome` = `ok`, `error` |
 //! | `somna_llm_errors_total` | counter | `kind` (`LlmError::kind`) |
+//! | `somna_llm_prompt_tokens_total` | counter | `purpose` |
+//! | `somna_llm_cached_prompt_tokens_total` | counter | `purpose` |
+//! | `somna_llm_structured_output_fallbacks_total` | counter | |
 //! | `somna_errors_total` | counter | `source` = `agent`, `llm`, `api` |
 //! | `somna_api_errors_total` | counter | `code` |
 //! | `somna_http_responses_total` | counter | `class` = `2xx` … `5xx` |
@@ -59,6 +62,12 @@ struct Inner {
     /// LLM latency by purpose (index in `Purpose::ALL`).
     llm: [Histogram; 6],
     llm_errors_by_purpose: [AtomicU64; 6],
+    /// Prompt tokens the server reported, by purpose.
+    prompt_tokens: [AtomicU64; 6],
+    /// Of those, the tokens it served from its prompt cache, by purpose.
+    cached_prompt_tokens: [AtomicU64; 6],
+    /// Structured forms a server rejected (the client stepped down to the next one).
+    structured_fallbacks: AtomicU64,
     llm_errors: Mutex<BTreeMap<&'static str, u64>>,
     agent_errors: AtomicU64,
     api_errors: Mutex<BTreeMap<&'static str, u64>>,
@@ -191,6 +200,20 @@ impl Metrics {
             self.inner.llm_errors_by_purpose[i].fetch_add(1, Ordering::Relaxed);
             bump(&self.inner.llm_errors, e.kind());
         }
+    }
+
+    /// Records what the server reported of one successful LLM call: prompt tokens and cached
+    /// prompt tokens by purpose, and structured forms it rejected on the way.
+    pub fn observe_llm_response(&self, purpose: Purpose, response: &ChatResponse) {
+        let i = purpose_index(purpose);
+        if let Some(u) = &response.usage {
+            self.inner.prompt_tokens[i].fetch_add(u64::from(u.prompt_tokens), Ordering::Relaxed);
+            let cached = u.cached_tokens.unwrap_or(0).min(u.prompt_tokens);
+            self.inner.cached_prompt_tokens[i].fetch_add(u64::from(cached), Ordering::Relaxed);
+        }
+        self.inner
+            .structured_fallbacks
+            .fetch_add(u64::from(response.structured_fallbacks), Ordering::Relaxed);
     }
 
     /// Records one API response: its status class and, for errors, the code.
@@ -355,6 +378,49 @@ impl Metrics {
                 );
             }
         }
+
+        header(
+            w,
+            "somna_llm_prompt_tokens_total",
+            "counter",
+            "Prompt tokens of LLM requests, as the server reported them, by purpose.",
+        );
+        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
+            sample(
+                w,
+                "somna_llm_prompt_tokens_total",
+                &[("purpose", purpose.as_str())],
+                m.prompt_tokens[pi].load(Ordering::Relaxed) as f64,
+            );
+        }
+
+        header(
+            w,
+            "somna_llm_cached_prompt_tokens_total",
+            "counter",
+            "Prompt tokens the server served from its prompt cache (usage.prompt_tokens_details.cached_tokens), by purpose.",
+        );
+        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
+            sample(
+                w,
+                "somna_llm_cached_prompt_tokens_total",
+                &[("purpose", purpose.as_str())],
+                m.cached_prompt_tokens[pi].load(Ordering::Relaxed) as f64,
+            );
+        }
+
+        header(
+            w,
+            "somna_llm_structured_output_fallbacks_total",
+            "counter",
+            "Structured forms (json_schema, json_object) an LLM server rejected; the client steps down and remembers.",
+        );
+        sample(
+            w,
+            "somna_llm_structured_output_fallbacks_total",
+            &[],
+            m.structured_fallbacks.load(Ordering::Relaxed) as f64,
+        );
 
         header(
             w,
@@ -538,6 +604,9 @@ impl LlmClient for MeteredLlm {
             let result = self.inner.chat(request).await;
             self.metrics
                 .observe_llm(purpose, started.elapsed(), result.as_ref().err());
+            if let Ok(response) = &result {
+                self.metrics.observe_llm_response(purpose, response);
+            }
             result
         })
     }
@@ -639,10 +708,15 @@ mod tests {
                 Ok(ChatResponse {
                     text: "ok".into(),
                     tool_calls: Vec::new(),
-                    usage: None,
+                    usage: Some(somna_llm::Usage {
+                        prompt_tokens: 100,
+                        completion_tokens: 5,
+                        cached_tokens: Some(60),
+                    }),
                     latency: Duration::ZERO,
                     attempts: 1,
                     model: request.model,
+                    structured_fallbacks: 0,
                 })
             })
         }
@@ -676,6 +750,11 @@ mod tests {
             "somna_llm_errors_total{kind=\"timeout\"} 2\n",
             "somna_errors_total{source=\"llm\"} 2\n",
             "somna_llm_request_duration_seconds_count{purpose=\"chat\"} 2\n",
+            "somna_llm_prompt_tokens_total{purpose=\"chat\"} 100\n",
+            "somna_llm_cached_prompt_tokens_total{purpose=\"chat\"} 60\n",
+            "somna_llm_prompt_tokens_total{purpose=\"summarize\"} 100\n",
+            "somna_llm_cached_prompt_tokens_total{purpose=\"score\"} 0\n",
+            "somna_llm_structured_output_fallbacks_total 0\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

@@ -158,6 +158,7 @@ mod tests {
                 agent: AgentId::new(agent).unwrap(),
                 seq: 3,
                 text: text.into(),
+                usage: somna_runtime::ChatUsage::default(),
             },
         }
     }
@@ -332,6 +333,7 @@ mod tests {
                 agent: agent.clone(),
                 seq: 1,
                 text: "t".into(),
+                usage: somna_runtime::ChatUsage::default(),
             },
             Event::ToolCallRequested {
                 agent: agent.clone(),

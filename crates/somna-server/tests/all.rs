@@ -5,6 +5,7 @@
 mod agents;
 mod edges;
 mod fuzz;
+mod llm_usage;
 mod python;
 mod reads;
 mod security;

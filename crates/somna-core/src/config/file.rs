@@ -598,8 +598,8 @@ name = \"bow\"
             "t.toml: llm.max_retries: invalid type: string \"lots\", expected a non-negative integer \
              (the value comes from an override)\n\
              t.toml: llm.x: unknown key; expected one of `provider`, `model`, `base_url`, \
-             `api_key_env`, `timeout`, `max_retries`, `max_concurrent` (the value comes from an \
-             override)"
+             `api_key_env`, `timeout`, `max_retries`, `max_concurrent`, `structured_output`, \
+             `cache_hint`, `cache_slots` (the value comes from an override)"
         );
     }
 

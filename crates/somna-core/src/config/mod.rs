@@ -467,6 +467,69 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// Global cap on LLM requests in flight.
     pub max_concurrent: u32,
+    /// Whether summaries and consolidation facts are asked for as JSON under a schema.
+    pub structured_output: StructuredOutput,
+    /// The per-agent prompt-cache hint sent with chat turns, in the server's dialect.
+    pub cache_hint: CacheHint,
+    /// With `cache_hint = "llama_cpp"`: the server's slot count (`--parallel`); each agent's
+    /// turns go to slot `hash(agent) % cache_slots`, so its cached prefix is found again. 0 sends
+    /// no slot (the server picks one).
+    pub cache_slots: u32,
+}
+
+/// How summaries and consolidation facts are asked for (`[llm] structured_output`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `json_schema` first; when the server rejects it, `json_object` with the schema; when it
+    /// rejects that too, plain text. Each step down is taken once per client and remembered.
+    #[default]
+    Auto,
+    /// Always OpenAI's `response_format: {"type": "json_schema", ...}` (OpenAI, vLLM, llama.cpp's
+    /// `llama-server`, SGLang).
+    JsonSchema,
+    /// Always `response_format: {"type": "json_object", "schema": ...}`, the dialect of
+    /// llama-cpp-python's server (which rejects `json_schema`) and of llama.cpp's `llama-server`.
+    JsonObject,
+    /// Plain text with `## Section` headings, read by the line reader.
+    Off,
+}
+
+impl StructuredOutput {
+    /// The name used in runtime.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::Auto => "auto",
+            StructuredOutput::JsonSchema => "json_schema",
+            StructuredOutput::JsonObject => "json_object",
+            StructuredOutput::Off => "off",
+        }
+    }
+}
+
+/// Which prompt-cache hint chat turns carry (`[llm] cache_hint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheHint {
+    /// None: the server caches (or not) on its own.
+    #[default]
+    Off,
+    /// OpenAI's `prompt_cache_key`: a stable string per agent, so one agent's turns are routed
+    /// to the machine that holds its prefix.
+    PromptCacheKey,
+    /// llama.cpp's `cache_prompt: true`, and `id_slot` when `cache_slots` is set.
+    LlamaCpp,
+}
+
+impl CacheHint {
+    /// The name used in runtime.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheHint::Off => "off",
+            CacheHint::PromptCacheKey => "prompt_cache_key",
+            CacheHint::LlamaCpp => "llama_cpp",
+        }
+    }
 }
 
 impl Default for LlmConfig {
@@ -480,6 +543,9 @@ impl Default for LlmConfig {
             timeout: Duration::from_secs(60),
             max_retries: 3,
             max_concurrent: 8,
+            structured_output: StructuredOutput::Auto,
+            cache_hint: CacheHint::Off,
+            cache_slots: 0,
         }
     }
 }

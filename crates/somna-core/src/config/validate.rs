@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use super::{
-    AgentDefaults, BUILTIN_TOOLS, CompactionConfig, LlmConfig, MIN_CONTEXT_TOKENS, Provider,
-    RuntimeSection, StoreConfig, ToolSpec,
+    AgentDefaults, BUILTIN_TOOLS, CacheHint, CompactionConfig, LlmConfig, MIN_CONTEXT_TOKENS,
+    Provider, RuntimeSection, StoreConfig, ToolSpec,
 };
 
 /// One problem: the key, relative to the checked table, and what is wrong.
@@ -392,6 +392,16 @@ pub(crate) fn check_llm(llm: &LlmConfig) -> Vec<Finding> {
              the key, never the key itself",
         ));
     }
+    if llm.cache_slots > 0 && llm.cache_hint != CacheHint::LlamaCpp {
+        findings.push(finding(
+            "cache_slots",
+            &format!(
+                "is only used with cache_hint = \"llama_cpp\" (slot affinity), but cache_hint is \
+                 \"{}\"; set cache_hint = \"llama_cpp\" or remove cache_slots",
+                llm.cache_hint.as_str()
+            ),
+        ));
+    }
     if llm.provider == Provider::Openai {
         if llm.model == "builtin" {
             findings.push(finding(
@@ -482,6 +492,7 @@ pub(crate) fn human(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::StructuredOutput;
 
     fn check(values: &AgentDefaults, set: &[&str], all: bool) -> Vec<(String, String)> {
         let set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
@@ -668,5 +679,40 @@ mod tests {
         assert_eq!(fields, ["timeout", "max_concurrent", "api_key_env"]);
         // The builtin provider ignores base_url.
         assert_eq!(check_llm(&LlmConfig::default()), []);
+        // A slot count means nothing without llama.cpp's hint.
+        let slots = |cache_hint| LlmConfig {
+            cache_hint,
+            cache_slots: 4,
+            ..LlmConfig::default()
+        };
+        assert_eq!(check_llm(&slots(CacheHint::LlamaCpp)), []);
+        let found = check_llm(&slots(CacheHint::PromptCacheKey));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].field, "cache_slots");
+        assert!(
+            found[0]
+                .message
+                .contains("cache_hint is \"prompt_cache_key\""),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn llm_modes_parse_from_toml() {
+        let config = crate::config::RuntimeConfig::parse(
+            "[llm]\nstructured_output = \"json_object\"\ncache_hint = \"llama_cpp\"\ncache_slots = 4\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(config.llm.structured_output, StructuredOutput::JsonObject);
+        assert_eq!(config.llm.cache_hint, CacheHint::LlamaCpp);
+        assert_eq!(config.llm.cache_slots, 4);
+        let err =
+            crate::config::RuntimeConfig::parse("[llm]\nstructured_output = \"yes\"\n", "t.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("llm.structured_output"), "{err}");
+        assert!(err.contains("json_schema"), "{err}");
     }
 }

@@ -1,6 +1,8 @@
 //! The builtin provider: offline and deterministic. [`BuiltinClient`] answers every [`Purpose`]:
 //! summaries with the [`extractive`] summarizer, facts and scores with the heuristics in this module, and
 //! chat turns with a scripted agent brain (templates in persona, `journal_add` notes when offered).
+//! A request with a structured form (summaries, consolidation) is answered in that form, as JSON,
+//! unless the client was built with `llm.structured_output = "off"`.
 
 mod brain;
 pub mod extractive;
@@ -36,6 +38,9 @@ pub type TokenCount = Arc<dyn Fn(&str) -> u32 + Send + Sync>;
 pub struct BuiltinClient {
     /// Counts tokens for summary caps; `len/4` unless the runtime passes its `TokenCounter`.
     count: TokenCount,
+    /// Answers the structured form of a request that has one, in JSON (like a server that
+    /// supports `response_format`); `false` with `llm.structured_output = "off"`.
+    structured: bool,
 }
 
 impl fmt::Debug for BuiltinClient {
@@ -51,28 +56,67 @@ impl Default for BuiltinClient {
 }
 
 impl BuiltinClient {
-    /// A builtin client that counts tokens as `len/4`.
+    /// A builtin client that counts tokens as `len/4` and answers structured requests in JSON.
     pub fn new() -> Self {
         BuiltinClient {
             count: Arc::new(estimate_tokens),
+            structured: true,
         }
     }
 
     /// A builtin client that counts summary tokens with `count` (e.g. the runtime's tokenizer).
     pub fn with_counter(count: TokenCount) -> Self {
-        BuiltinClient { count }
+        BuiltinClient {
+            count,
+            structured: true,
+        }
+    }
+
+    /// Whether the structured form of a request is answered (in JSON) rather than the plain one.
+    pub fn with_structured_output(mut self, structured: bool) -> Self {
+        self.structured = structured;
+        self
     }
 
     /// Answers `request` at once (the [`LlmClient::chat`] future just returns this).
     pub fn respond(&self, request: &ChatRequest) -> ChatResponse {
         let started = Instant::now();
+        // The form a server with this client's support would be sent: the structured one's
+        // messages ask for JSON, and the answer is JSON.
+        let structured = self.structured && request.structured.is_some();
+        let view;
+        let request = if structured {
+            view = ChatRequest {
+                messages: request.messages_for(true).to_vec(),
+                ..request.clone()
+            };
+            &view
+        } else {
+            request
+        };
         let (text, tool_calls) = match request.purpose {
-            Purpose::Summarize => (self.summary(request), Vec::new()),
+            Purpose::Summarize => {
+                let summary = self.summary(request);
+                let text = if structured {
+                    prompts::summary_json(&summary)
+                } else {
+                    summary.render()
+                };
+                (text, Vec::new())
+            }
             Purpose::Extract => {
                 let facts = extract_facts(&turns_of(request));
                 (fact_lines(facts.into_iter().map(|(f, _)| f)), Vec::new())
             }
-            Purpose::Consolidate => (fact_lines(consolidate(&entries_of(request))), Vec::new()),
+            Purpose::Consolidate => {
+                let facts = consolidate(&entries_of(request));
+                let text = if structured {
+                    prompts::facts_json(&facts)
+                } else {
+                    fact_lines(facts)
+                };
+                (text, Vec::new())
+            }
             Purpose::Score => {
                 let text = request
                     .messages
@@ -109,6 +153,7 @@ impl BuiltinClient {
             usage: Some(Usage {
                 prompt_tokens,
                 completion_tokens,
+                cached_tokens: None,
             }),
             latency: started.elapsed(),
             attempts: 1,
@@ -117,10 +162,11 @@ impl BuiltinClient {
             } else {
                 request.model.clone()
             },
+            structured_fallbacks: 0,
         }
     }
 
-    fn summary(&self, request: &ChatRequest) -> String {
+    fn summary(&self, request: &ChatRequest) -> StructuredSummary {
         let instructions: String = request
             .messages
             .iter()
@@ -132,7 +178,7 @@ impl BuiltinClient {
         let max_tokens = request
             .max_tokens
             .unwrap_or(prompts::DEFAULT_SUMMARY_MAX_TOKENS);
-        summarize(&turns_of(request), &caps, max_tokens, &*self.count).render()
+        summarize(&turns_of(request), &caps, max_tokens, &*self.count)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use somna_core::config::{LlmConfig, Provider, ToolSpec};
+use somna_core::config::{CacheHint, LlmConfig, Provider, StructuredOutput, ToolSpec};
 use somna_llm::{
     ChatMessage, ChatRequest, LlmClient, LlmError, OpenAiClient, OpenAiSettings, RetryPolicy,
     ToolCall, build_client,
@@ -35,6 +35,9 @@ fn settings(server: &StubLlmServer) -> OpenAiSettings {
         connect_timeout: Duration::from_secs(1),
         retry: policy(2),
         max_concurrent: 8,
+        structured_output: StructuredOutput::Auto,
+        cache_hint: CacheHint::Off,
+        cache_slots: 0,
     }
 }
 
@@ -63,6 +66,9 @@ fn llm_config(base_url: &str, api_key_env: &str) -> LlmConfig {
         timeout: Duration::from_secs(5),
         max_retries: 1,
         max_concurrent: 4,
+        structured_output: StructuredOutput::Auto,
+        cache_hint: CacheHint::Off,
+        cache_slots: 0,
     }
 }
 
@@ -425,6 +431,9 @@ async fn nothing_listening_is_connection_refused_after_retries() {
         connect_timeout: Duration::from_secs(1),
         retry: policy(2),
         max_concurrent: 2,
+        structured_output: StructuredOutput::Auto,
+        cache_hint: CacheHint::Off,
+        cache_slots: 0,
     };
     let err = client(s).chat(request()).await.unwrap_err();
     assert_eq!(

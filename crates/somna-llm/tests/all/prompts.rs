@@ -17,6 +17,25 @@ fn render(request: &ChatRequest) -> String {
     for m in &request.messages {
         out.push_str(&format!("--- {}\n{}\n", m.role.as_str(), m.content));
     }
+    // The structured form: its schema, and the messages that differ from the plain form's.
+    if let Some(form) = &request.structured {
+        out.push_str(&format!(
+            "--- structured form {:?}, schema:\n{}\n",
+            form.name,
+            serde_json::to_string_pretty(&form.schema).unwrap()
+        ));
+        for (i, m) in form.messages.iter().enumerate() {
+            if request.messages.get(i) == Some(m) {
+                out.push_str(&format!("--- structured {} (as above)\n", m.role.as_str()));
+            } else {
+                out.push_str(&format!(
+                    "--- structured {}\n{}\n",
+                    m.role.as_str(),
+                    m.content
+                ));
+            }
+        }
+    }
     out
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use somna_core::config::{CacheHint, StructuredOutput};
 use somna_llm::builtin::extractive::StructuredSummary;
 use somna_llm::{
     ChatMessage, ChatRequest, LlmClient, OpenAiClient, OpenAiSettings, RetryPolicy, prompts,
@@ -24,6 +25,9 @@ fn real() -> Option<(OpenAiClient, String)> {
         connect_timeout: Duration::from_secs(5),
         retry: RetryPolicy::with_max_retries(1),
         max_concurrent: 1,
+        structured_output: StructuredOutput::Auto,
+        cache_hint: CacheHint::Off,
+        cache_slots: 0,
     };
     Some((OpenAiClient::new(settings, None).unwrap(), model))
 }

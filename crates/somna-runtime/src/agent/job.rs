@@ -12,7 +12,7 @@ use somna_llm::prompts;
 use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
 use somna_store::StoreError;
 
-use super::{AgentDeps, MAX_TOOL_ROUNDS};
+use super::{AgentDeps, ChatUsage, MAX_TOOL_ROUNDS};
 use crate::compactor::{CompactError, CompactRequest, CompactionOutcome};
 use crate::events::Event;
 use crate::prompt;
@@ -139,6 +139,8 @@ pub struct JobOutcome {
     pub permanent: bool,
     /// The step used all of [`MAX_TOOL_ROUNDS`] without a final reply.
     pub tool_rounds_exhausted: bool,
+    /// The server's usage reports of the step's chat calls.
+    pub chat_usage: ChatUsage,
 }
 
 impl Job {
@@ -318,8 +320,10 @@ impl JobContext {
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
                 .with_purpose(Purpose::Chat)
                 .with_max_tokens(self.config.compaction.max_reply_tokens)
-                .with_tools(specs.clone());
+                .with_tools(specs.clone())
+                .with_cache_key(self.id.as_str());
             let response = self.deps.llm.chat(request).await?;
+            out.chat_usage.add(response.usage.as_ref());
             if let Some(u) = &response.usage {
                 if !self.counter.is_exact() {
                     match calibration.observe(estimate, u64::from(u.prompt_tokens)) {
@@ -367,6 +371,7 @@ impl JobContext {
                     agent: self.id.clone(),
                     seq: reply.seq,
                     text: reply.content,
+                    usage: out.chat_usage,
                 });
                 return Ok(());
             }

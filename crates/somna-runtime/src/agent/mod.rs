@@ -23,7 +23,7 @@ pub(crate) mod queue;
 mod sleep;
 
 pub use job::{Job, JobError, JobKind, JobOutcome, SleepFailure};
-pub use protocol::{AgentState, AgentStatus, Inbound, InboundError, PendingTool};
+pub use protocol::{AgentState, AgentStatus, ChatUsage, Inbound, InboundError, PendingTool};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +93,8 @@ pub struct Agent {
     /// History tokens when an emergency compaction last failed to get below the threshold: no
     /// new emergency until the history changes (no loop of futile compactions).
     stuck_at: Option<u64>,
+    /// The server's usage reports of this agent's chat calls since it was loaded.
+    chat_usage: ChatUsage,
     /// Ticks handled (for stats).
     pub ticks: u64,
 }
@@ -137,6 +139,7 @@ impl Agent {
             retry_at: None,
             importance_since_reflection,
             stuck_at: None,
+            chat_usage: ChatUsage::default(),
             ticks: 0,
         })
     }
@@ -342,6 +345,7 @@ impl Agent {
         if let Some(c) = out.calibration {
             self.calibration = c;
         }
+        self.chat_usage.merge(&out.chat_usage);
         self.importance_since_reflection += out.importance_added;
         if out.reflected {
             self.importance_since_reflection = 0;
@@ -550,6 +554,7 @@ impl Agent {
             pending_tools: self.pending_tools.clone(),
             config: self.config.clone(),
             reply_owed: self.reply_owed,
+            chat_usage: self.chat_usage,
         })
     }
 }

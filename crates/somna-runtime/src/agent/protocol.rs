@@ -1,5 +1,6 @@
 //! The agent's protocol: the input it takes ([`Inbound`]), why input is refused
-//! ([`InboundError`]), and what it reports ([`AgentState`], [`PendingTool`], [`AgentStatus`]).
+//! ([`InboundError`]), and what it reports ([`AgentState`], [`PendingTool`], [`AgentStatus`],
+//! [`ChatUsage`]).
 
 use serde::{Deserialize, Serialize};
 use somna_core::config::AgentConfig;
@@ -85,4 +86,49 @@ pub struct AgentStatus {
     /// the tool rounds ran out); cleared by the next reply. See docs/llm.md.
     #[serde(default)]
     pub reply_owed: bool,
+    /// What the server reported for this agent's chat calls since it was loaded: how much of the
+    /// prompts its cache served (the cache-stable layout and `llm.cache_hint` are for this).
+    #[serde(default)]
+    pub chat_usage: ChatUsage,
+}
+
+/// Prompt tokens a server reported for chat calls, and how many of them it served from its
+/// prompt cache. Counted only from calls whose usage the server reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ChatUsage {
+    /// Chat calls whose usage the server reported.
+    pub calls: u64,
+    /// Their prompt tokens, as the server counted them.
+    pub prompt_tokens: u64,
+    /// Of those, the tokens served from the server's prompt cache
+    /// (`usage.prompt_tokens_details.cached_tokens`); `None` while the server never said.
+    pub cached_prompt_tokens: Option<u64>,
+}
+
+impl ChatUsage {
+    /// Counts one call's usage report (none: nothing to count).
+    pub fn add(&mut self, usage: Option<&somna_llm::Usage>) {
+        let Some(u) = usage else { return };
+        self.calls += 1;
+        self.prompt_tokens += u64::from(u.prompt_tokens);
+        if let Some(cached) = u.cached_tokens {
+            // Evidence, not truth: never more cached than the prompt held.
+            let cached = u64::from(cached.min(u.prompt_tokens));
+            *self.cached_prompt_tokens.get_or_insert(0) += cached;
+        }
+    }
+
+    /// Adds another count to this one.
+    pub fn merge(&mut self, other: &ChatUsage) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        if let Some(cached) = other.cached_prompt_tokens {
+            *self.cached_prompt_tokens.get_or_insert(0) += cached;
+        }
+    }
+
+    /// True when no call was counted.
+    pub fn is_empty(&self) -> bool {
+        self.calls == 0
+    }
 }

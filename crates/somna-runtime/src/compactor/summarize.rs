@@ -86,14 +86,15 @@ impl Compactor {
         Ok(text)
     }
 
-    /// Sends one summary or merge request: the answer's text and the server's count of it.
+    /// Sends one summary or merge request: the answer's text (a JSON answer rendered to sections)
+    /// and the server's count of it.
     async fn ask(
         &self,
         request: somna_llm::ChatRequest,
     ) -> Result<(String, Option<u32>), SummaryFailure> {
         let response = self.llm.chat(request).await.map_err(SummaryFailure::Llm)?;
         let completion = response.usage.map(|u| u.completion_tokens);
-        Ok((response.text.trim().to_string(), completion))
+        Ok((prompts::read_summary(&response.text), completion))
     }
 }
 

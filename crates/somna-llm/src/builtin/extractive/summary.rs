@@ -89,7 +89,7 @@ impl StructuredSummary {
         }
     }
 
-    pub(super) fn items_mut(&mut self, section: Section) -> &mut Vec<String> {
+    pub(crate) fn items_mut(&mut self, section: Section) -> &mut Vec<String> {
         match section {
             Section::TopicArc => &mut self.topic_arc,
             Section::Decisions => &mut self.decisions,
