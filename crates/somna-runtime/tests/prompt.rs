@@ -298,3 +298,87 @@ fn an_oversized_history_leaves_its_oldest_turns_out_of_the_prompt() {
         history.last().unwrap().content
     );
 }
+
+/// On the wire, against the stub server: an agent with an archive answers three turns; each
+/// request's messages begin with the previous request's messages less its context note, the note
+/// is right before the new input, and a server with a prefix cache reports everything before the
+/// previous note as cached (the stub's `CommonPrefix` counts the common prefix of consecutive
+/// prompts) — the agent's status carries that count.
+#[tokio::test]
+async fn consecutive_requests_on_the_wire_share_their_prefix() {
+    use somna_runtime::Clock;
+    use somna_testkit::{CacheReport, Reply, StubLlmServer};
+
+    let stub = StubLlmServer::start();
+    stub.set_default(Reply::text("Aye, the mill keeps turning."));
+    stub.set_cache_report(CacheReport::CommonPrefix);
+    let store = Store::temporary().unwrap();
+    let agent = id("wren");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    fill(&store, &agent, 60, Timestamp(0));
+    compact_all_but(&store, &agent, 8).await;
+    let mut config = agent_config("wren", 16_384);
+    config.compaction.working_share = 0.2;
+    let deps = agent_deps(
+        &store,
+        stub_client(&stub, std::time::Duration::from_secs(5)),
+        Clock::real(),
+    );
+    let mut h = Driven::load(config, deps);
+    for question in [
+        "What did we agree about the horseshoe?",
+        "And the lantern for the mill?",
+        "Who owes silver for the sword?",
+    ] {
+        h.say(question);
+        let out = h.tick().await.expect("a step");
+        assert!(out.replied, "{:?}", out.error);
+    }
+    let bodies: Vec<serde_json::Value> = stub.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 3, "one chat request a turn");
+    let messages = |i: usize| bodies[i]["messages"].as_array().unwrap().clone();
+    let is_note = |m: &serde_json::Value| {
+        m["role"] == "system"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("[WORKING CONTEXT]"))
+    };
+    let text_bytes = |ms: &[&serde_json::Value]| -> usize {
+        ms.iter()
+            .map(|m| m["content"].as_str().map_or(0, str::len))
+            .sum()
+    };
+    let mut shared_bytes = 0;
+    for i in 1..3 {
+        let (before, now) = (messages(i - 1), messages(i));
+        let kept: Vec<&serde_json::Value> = before.iter().filter(|m| !is_note(m)).collect();
+        let prefix: Vec<&serde_json::Value> = now.iter().take(kept.len()).collect();
+        assert_eq!(
+            prefix,
+            kept,
+            "request {i} starts with request {} less its note",
+            i - 1
+        );
+        // A prefix cache holds the previous request up to its note: the previous input, which
+        // came after the note then, is read again.
+        shared_bytes += text_bytes(&kept[..kept.len() - 1]);
+        // After the prefix: the reply to the previous input, the new note, the new input.
+        let rest = &now[kept.len()..];
+        assert_eq!(rest.len(), 3, "{rest:?}");
+        assert_eq!(rest[0]["role"], "assistant");
+        assert!(is_note(&rest[1]), "{:?}", rest[1]);
+        assert_eq!(rest[2]["role"], "user");
+    }
+    // The server's cache report reached the agent: the first request had nothing cached, each
+    // later one had everything before the previous note cached (the stub counts 4 bytes a token).
+    let usage = h.agent.status().unwrap().chat_usage;
+    let cached = usage
+        .cached_prompt_tokens
+        .expect("the stub reports cached tokens") as usize;
+    let expected = shared_bytes / 4;
+    assert!(
+        cached + 2 >= expected && cached <= expected + 2,
+        "{cached} cached tokens reported, {expected} shared ({} prompt tokens in all)",
+        usage.prompt_tokens
+    );
+}

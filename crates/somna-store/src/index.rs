@@ -10,10 +10,11 @@
 //! in one atomic batch on the `terms` tree (index writes and new watermarks together). Content
 //! never changes once written (masking and compaction hide it, uncompaction shows it again), so
 //! nothing is ever removed from the index. The catch-up runs, under the agent's lock, after every
-//! compaction commit (which moves the message frontier: messages are indexed once they are
-//! archived, so the live path's appends cost nothing), after journal appends and consolidation,
-//! and before every search — so a crash between a commit and its catch-up loses nothing, and a
-//! database written before the index existed is indexed by its first search.
+//! compaction commit and masking (which move the message frontier: messages are indexed once they
+//! are archived, so the live path's appends cost nothing) and before every search of a kind
+//! (journal entries and facts are indexed by the first search that needs them) — so a crash
+//! between a commit and its catch-up loses nothing, and a database written before the index
+//! existed is indexed by its first search.
 //!
 //! Keys in the `terms` tree (`kind` is `m` message, `j` journal entry, `f` fact):
 //!
@@ -196,7 +197,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         let guard = state.lock();
-        self.catch_up_index(id, &guard)?;
+        self.catch_up_index(id, &guard, &[kind])?;
         let mut scored = self.score(id, kind, query)?;
         best_first(&mut scored, limit);
         scored.truncate(limit);
@@ -217,7 +218,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         let guard = state.lock();
-        self.catch_up_index(id, &guard)?;
+        self.catch_up_index(id, &guard, &[DocKind::Message])?;
         let mut scored = self.score(id, DocKind::Message, query)?;
         // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
         // asked for, and all of them if that was not enough.
@@ -279,38 +280,47 @@ impl Store {
         Ok(matches!(original.kind, MessageKind::Normal).then_some(original))
     }
 
-    /// Brings the agent's index up to its content: messages up to the archive's frontier (the end
-    /// of the last cover, or the last original in the archive tree), every journal entry and
-    /// fact. One atomic batch on the `terms` tree; nothing to do costs one read. The caller holds
-    /// the agent's lock (`record` is what it guards).
-    pub(crate) fn catch_up_index(&self, id: &AgentId, record: &AgentRecord) -> Result<()> {
+    /// Brings the agent's index of `kinds` up to its content: messages up to the archive's
+    /// frontier (the end of the last cover, or the last original in the archive tree), every
+    /// journal entry, every fact. One atomic batch on the `terms` tree; nothing to do costs one
+    /// read. The caller holds the agent's lock (`record` is what it guards).
+    pub(crate) fn catch_up_index(
+        &self,
+        id: &AgentId,
+        record: &AgentRecord,
+        kinds: &[DocKind],
+    ) -> Result<()> {
         let tree = &self.inner.trees.terms;
         let meta = meta_key(id);
         let mut batch = sled::Batch::default();
-        let from = match tree.get(&meta)? {
+        // An index with no watermarks, or of another layout, is (re)built from nothing.
+        let (from, fresh) = match tree.get(&meta)? {
             Some(v) => match decode_meta(&meta, &v)? {
-                Some(marks) => marks,
+                Some(marks) => (marks, false),
                 None => {
-                    // Another layout: start over.
                     for item in tree.scan_prefix(keys::prefix(id)) {
                         batch.remove(item?.0);
                     }
-                    Watermarks::default()
+                    (Watermarks::default(), true)
                 }
             },
-            None => Watermarks::default(),
+            None => (Watermarks::default(), true),
         };
-        let to = Watermarks {
-            messages: self.message_frontier(id, record)?.max(from.messages),
-            entries: record.next_entry_id.max(from.entries),
-            facts: record.next_fact_id.max(from.facts),
-        };
+        let mut to = from;
+        if kinds.contains(&DocKind::Message) {
+            to.messages = self.message_frontier(id, record)?.max(from.messages);
+        }
+        if kinds.contains(&DocKind::Journal) {
+            to.entries = record.next_entry_id.max(from.entries);
+        }
+        if kinds.contains(&DocKind::Fact) {
+            to.facts = record.next_fact_id.max(from.facts);
+        }
         if to == from {
             return Ok(());
         }
         let docs = self.documents_between(id, from, to)?;
-        let rebuilding = from == Watermarks::default();
-        let writes = if rebuilding {
+        let writes = if fresh {
             writes_over(|_| Ok(None), id, &docs)?
         } else {
             writes_over(|key| Ok(tree.get(key)?), id, &docs)?
@@ -324,10 +334,12 @@ impl Store {
         Ok(())
     }
 
-    /// [`Store::catch_up_index`] after a commit that added content: a failure is logged, not
-    /// returned (the commit stands, and the next search catches up).
+    /// [`Store::catch_up_index`] of the messages after a commit that archived some (a compaction,
+    /// a masking), so the job that archived them pays for their indexing rather than the next
+    /// turn: a failure is logged, not returned (the commit stands, and the next search catches
+    /// up). Journal entries and facts are indexed by the first search of their kind.
     pub(crate) fn index_after_commit(&self, id: &AgentId, record: &AgentRecord) {
-        if let Err(e) = self.catch_up_index(id, record) {
+        if let Err(e) = self.catch_up_index(id, record, &[DocKind::Message]) {
             tracing::warn!(agent = %id, error = %e, "could not update the search index; the next search will");
         }
     }

@@ -20,7 +20,6 @@ impl Store {
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         state.publish(&mut guard, next);
-        self.index_after_commit(id, &guard);
         stored
             .into_iter()
             .next()
@@ -150,7 +149,6 @@ impl Store {
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         state.publish(&mut guard, next);
-        self.index_after_commit(id, &guard);
         tracing::debug!(agent = %id, facts = stored.len(), entries = entry_ids.len(), "consolidated");
         Ok(stored)
     }
