@@ -5,13 +5,17 @@
 //!
 //! ```text
 //! <transcript>
-//! [#12 user (Mara)] Good morning!
+//! [#12 user (Mara) at 2026-11-24 09:05] Good morning!
 //!   A second line of the same message.
-//! [#13 assistant] Let me note that.
+//! [#13 assistant at 09:06] Let me note that.
 //! [#13 call journal_add id=call_1] {"content":"Mara is a baker","importance":6}
-//! [#14 tool for call_1] {"ok":true}
+//! [#14 tool at 09:06 for call_1] {"ok":true}
 //! </transcript>
 //! ```
+//!
+//! A turn is dated when its message has a time (UTC, to the minute): the first dated turn and every
+//! turn on a new day carry the date and time, the others on the same day the time only, so a
+//! summarizer can say when things happened at a few tokens a turn.
 //!
 //! Content can never break out of the frame: a `<` that would start `<transcript` or `</transcript` is written
 //! as `<\` (and a literal `<\` as `<\\`), and content lines never start at column 0, so they cannot pass for
@@ -21,7 +25,7 @@
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use somna_core::{Message, Role, ToolCall};
+use somna_core::{Message, Role, Timestamp, ToolCall};
 
 /// The line that opens a framed transcript.
 pub const OPEN: &str = "<transcript>";
@@ -46,6 +50,9 @@ pub struct Turn {
     /// For a tool result: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// When it was said, to the minute (`None` for a message without a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Timestamp>,
 }
 
 impl Turn {
@@ -58,6 +65,7 @@ impl Turn {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            at: None,
         }
     }
 
@@ -65,6 +73,17 @@ impl Turn {
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
+    }
+
+    /// Sets when it was said (kept to the minute, as the frame writes it).
+    pub fn at(mut self, at: Timestamp) -> Self {
+        self.at = to_minute(at);
+        self
+    }
+
+    /// The day it was said, `2026-11-24` (UTC), when it has a time.
+    pub fn day(&self) -> Option<String> {
+        self.at.map(|t| t.minute_label()[..10].to_string())
     }
 
     /// Who spoke: the name when there is one, else the role.
@@ -89,8 +108,14 @@ impl From<&Message> for Turn {
             content: m.content.clone(),
             tool_calls: m.tool_calls.clone(),
             tool_call_id: m.tool_call_id.clone(),
+            at: to_minute(m.created_at),
         }
     }
+}
+
+/// A message time as a turn keeps it: to the minute, `None` for the epoch (a message without a time).
+fn to_minute(t: Timestamp) -> Option<Timestamp> {
+    (t != Timestamp::ZERO).then_some(Timestamp(t.0 - t.0 % 60_000))
 }
 
 /// Knobs of [`frame_with`].
@@ -124,10 +149,21 @@ pub fn frame_turns(turns: &[Turn], options: &FrameOptions) -> String {
     let mut out = String::with_capacity(turns.iter().map(|t| t.content.len() + 32).sum());
     out.push_str(OPEN);
     out.push('\n');
+    let mut day = String::new();
     for turn in turns {
         out.push_str(&format!("[#{} {}", turn.seq, turn.role.as_str()));
         if let Some(name) = &turn.name {
             out.push_str(&format!(" ({})", clean_name(name)));
+        }
+        if let Some(at) = turn.at {
+            let label = at.minute_label();
+            let (date, time) = label.split_at(10);
+            if date == day {
+                out.push_str(&format!(" at{time}"));
+            } else {
+                out.push_str(&format!(" at {label}"));
+                day = date.to_string();
+            }
         }
         if let Some(id) = &turn.tool_call_id {
             out.push_str(&format!(" for {}", clean_token(id)));
@@ -164,15 +200,26 @@ pub fn parse(text: &str) -> Vec<Turn> {
     let mut calls: Vec<(usize, String, String, Vec<String>)> = Vec::new();
     // Where continuation lines go: a turn's content or a call's arguments.
     let mut target = Target::None;
+    // The day of the last turn that carried a date: a time-only stamp is on that day.
+    let mut day: Option<&str> = None;
     for line in body.split('\n') {
         match parse_header(line) {
             Some(Header::Turn {
                 seq,
                 role,
                 name,
+                at,
                 tool_call_id,
                 rest,
             }) => {
+                let at = match at {
+                    Some(Stamp::Full(date, time)) => {
+                        day = Some(date);
+                        stamp(date, time)
+                    }
+                    Some(Stamp::Time(time)) => day.and_then(|date| stamp(date, time)),
+                    None => None,
+                };
                 turns.push(Turn {
                     seq,
                     role,
@@ -180,6 +227,7 @@ pub fn parse(text: &str) -> Vec<Turn> {
                     content: String::new(),
                     tool_calls: Vec::new(),
                     tool_call_id,
+                    at,
                 });
                 lines.push(vec![rest.to_string()]);
                 target = Target::Turn(turns.len() - 1);
@@ -286,11 +334,23 @@ enum Target {
     Call(usize),
 }
 
+/// A turn header's time: `at 2026-11-24 09:05` or, on the same day as the turn before, `at 09:06`.
+enum Stamp<'a> {
+    Full(&'a str, &'a str),
+    Time(&'a str),
+}
+
+/// The timestamp of a header's `date` and `time` (`None` when they do not name a valid minute).
+fn stamp(date: &str, time: &str) -> Option<Timestamp> {
+    Timestamp::parse_rfc3339(&format!("{date}T{time}:00Z")).ok()
+}
+
 enum Header<'a> {
     Turn {
         seq: u64,
         role: Role,
         name: Option<String>,
+        at: Option<Stamp<'a>>,
         tool_call_id: Option<String>,
         rest: &'a str,
     },
@@ -328,6 +388,21 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
         name = Some(open[..end].to_string());
         tail = open[end + 1..].trim_start();
     }
+    let mut at = None;
+    if let Some(stamped) = tail.strip_prefix("at ") {
+        let (first, after) = stamped.split_once(' ').unwrap_or((stamped, ""));
+        if is_time(first) {
+            at = Some(Stamp::Time(first));
+            tail = after;
+        } else {
+            let (time, after) = after.split_once(' ').unwrap_or((after, ""));
+            if !(is_date(first) && is_time(time)) {
+                return None;
+            }
+            at = Some(Stamp::Full(first, time));
+            tail = after;
+        }
+    }
     let tool_call_id = match tail.strip_prefix("for ") {
         Some(id) => Some(id.trim().to_string()),
         None if tail.is_empty() => None,
@@ -337,9 +412,27 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
         seq,
         role,
         name,
+        at,
         tool_call_id,
         rest,
     })
+}
+
+/// `HH:MM`.
+fn is_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 5 && b[2] == b':' && [0, 1, 3, 4].iter().all(|&i| b[i].is_ascii_digit())
+}
+
+/// `YYYY-MM-DD`.
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && [0, 1, 2, 3, 5, 6, 8, 9]
+            .iter()
+            .all(|&i| b[i].is_ascii_digit())
 }
 
 fn starts_with_tag(after_lt: &str) -> bool {

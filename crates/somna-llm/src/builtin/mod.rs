@@ -251,6 +251,7 @@ fn turn_of(seq: u64, m: &ChatMessage, content: String) -> Turn {
         content,
         tool_calls: m.tool_calls.clone(),
         tool_call_id: m.tool_call_id.clone(),
+        at: None,
     }
 }
 

@@ -47,7 +47,8 @@ write its [#n role] headers, and do not retell it turn by turn. The notes go in 
 ## Pending (at most {} tokens): open tasks, promises and unanswered questions.\n\
 ## User facts (at most {} tokens): lasting facts about the people (names, roles, preferences, situations).\n\
 ## Artifacts (at most {} tokens): items, places, files, numbers and identifiers mentioned.\n\
-Names, numbers and dates must be exact. If the transcript begins with an earlier [CONTEXT SUMMARY], \
+Names, numbers and dates must be exact. When the turn headers carry dates, start each note about \
+something that happened on a day with that day, like [2026-11-24]. If the transcript begins with an earlier [CONTEXT SUMMARY], \
 fold it in: keep what still matters, drop what was resolved. At most {} tokens in all. {layout}",
         caps.topic_arc, caps.decisions, caps.pending, caps.user_facts, caps.artifacts, max_tokens
     )

@@ -39,10 +39,13 @@ fn message() -> impl Strategy<Value = Message> {
             ),
             0..3,
         ),
+        // No time, or a time in 2020–2030 (several turns a day often land on the same day).
+        prop_oneof![Just(0u64), 1_577_836_800_000u64..1_893_456_000_000u64],
     )
-        .prop_map(|(role, content, name, calls)| {
+        .prop_map(|(role, content, name, calls, at)| {
             let mut m = Message::new(role, content);
             m.name = name;
+            m.created_at = somna_core::Timestamp(at);
             if role == Role::Assistant {
                 m.tool_calls = calls
                     .into_iter()
@@ -82,6 +85,50 @@ proptest! {
         let calls: usize = messages.iter().map(|m| m.tool_calls.len()).sum();
         prop_assert_eq!(headers, messages.len() + calls);
     }
+}
+
+#[test]
+fn turns_carry_their_day_once_and_their_minute_always() {
+    let at = |s: &str| somna_core::Timestamp::parse_rfc3339(s).unwrap();
+    let mut messages = vec![
+        Message::user("Morning!"),
+        Message::assistant("Morning, Mara."),
+        Message::tool_result("c1", "ok"),
+        Message::user("Back again."),
+        Message::user("No time on this one."),
+    ];
+    for (i, m) in messages.iter_mut().enumerate() {
+        m.seq = i as u64 + 1;
+    }
+    messages[0].created_at = at("2023-05-08T09:05:42Z");
+    messages[1].created_at = at("2023-05-08T09:06:00Z");
+    messages[2].created_at = at("2023-05-08T23:59:00Z");
+    messages[3].created_at = at("2023-05-09T00:01:00Z");
+    let framed = transcript::frame(&messages);
+    let headers: Vec<&str> = framed
+        .lines()
+        .filter(|l| l.starts_with("[#"))
+        .map(|l| &l[..l.find(']').unwrap() + 1])
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "[#1 user at 2023-05-08 09:05]",
+            "[#2 assistant at 09:06]",
+            "[#3 tool at 23:59 for c1]",
+            "[#4 user at 2023-05-09 00:01]",
+            "[#5 user]",
+        ]
+    );
+    let turns = transcript::parse(&framed);
+    assert_eq!(turns[0].at, Some(at("2023-05-08T09:05:00Z")));
+    assert_eq!(turns[2].at, Some(at("2023-05-08T23:59:00Z")));
+    assert_eq!(turns[2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(turns[3].day().as_deref(), Some("2023-05-09"));
+    assert_eq!(turns[4].at, None);
+    // A header with a malformed time is not a header: the line continues the turn before.
+    let odd = transcript::parse("[#1 user] hi\n[#2 user at 2023-13 9:5] not a header");
+    assert_eq!(odd.len(), 1);
 }
 
 #[test]

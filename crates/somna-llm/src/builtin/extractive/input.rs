@@ -10,7 +10,7 @@ use super::cues::{
     ALSO_MENTIONED, DECISION_CUES, FACT_CUES, FACT_NEGATIVE_CUES, PENDING_STRONG_CUES,
     PENDING_WEAK_CUES, UNCERTAIN_CUES,
 };
-use super::summary::{Section, StructuredSummary};
+use super::summary::{Section, StructuredSummary, day_of, restore_days};
 use crate::builtin::text::{self, EntityCounter};
 use crate::transcript::Turn;
 
@@ -23,6 +23,8 @@ pub(super) struct Sentence {
     pub(super) turn: usize,
     pub(super) role: Role,
     pub(super) speaker: String,
+    /// The day it was said (`2026-11-24`), when the transcript dates its turns.
+    pub(super) day: Option<String>,
     pub(super) text: String,
     pub(super) norm: String,
     pub(super) words: BTreeSet<String>,
@@ -33,7 +35,15 @@ pub(super) struct Sentence {
 
 impl Sentence {
     pub(super) fn item(&self) -> String {
-        format!("{}: {}", self.speaker, shorten(&self.text))
+        format!("{}: {}", self.label(), shorten(&self.text))
+    }
+
+    /// Who said it, after the day it was said when known: `[2026-11-24] Mara`.
+    pub(super) fn label(&self) -> String {
+        match &self.day {
+            Some(day) => format!("[{day}] {}", self.speaker),
+            None => self.speaker.clone(),
+        }
     }
 }
 
@@ -80,7 +90,7 @@ impl<'a> Input<'a> {
             if turn.is_summary() {
                 let earlier = StructuredSummary::parse(&turn.content);
                 for section in Section::ALL {
-                    for item in earlier.items(section) {
+                    for item in &restore_days(earlier.items(section)) {
                         if let Some(names) = item.strip_prefix(ALSO_MENTIONED) {
                             for name in names.trim_end_matches('.').split(", ") {
                                 entities.add_known(name.trim(), 2);
@@ -113,6 +123,7 @@ impl<'a> Input<'a> {
             if turn.role == Role::Tool || turn.role == Role::System {
                 continue;
             }
+            let day = turn.day();
             for s in text::sentences(&turn.content) {
                 entities.add_sentence(&s);
                 let entities_here = text::entity_runs(&s).into_iter().map(|(e, _)| e).collect();
@@ -120,6 +131,7 @@ impl<'a> Input<'a> {
                     turn: ti,
                     role: turn.role,
                     speaker: turn.speaker().to_string(),
+                    day: day.clone(),
                     norm: text::normalized(&s),
                     words: text::content_words(&s),
                     entities: entities_here,
@@ -194,13 +206,15 @@ impl<'a> Input<'a> {
             .enumerate()
             .filter(|(_, item)| !item.starts_with(ALSO_MENTIONED))
             .map(|(i, item)| {
-                let entity_score = text::entity_runs(item).len().min(3) as f64;
+                // Scored and compared without its day, which every item of that day shares.
+                let said = day_of(item).map_or(item.as_str(), |day| &item[day.len() + 3..]);
+                let entity_score = text::entity_runs(said).len().min(3) as f64;
                 Candidate {
                     text: item.clone(),
-                    score: bonus + entity_score + if text::has_number(item) { 1.0 } else { 0.0 },
+                    score: bonus + entity_score + if text::has_number(said) { 1.0 } else { 0.0 },
                     order: (0, 0, i),
                     sentence: None,
-                    words: text::content_words(item),
+                    words: text::content_words(said),
                 }
             })
             .collect()
@@ -232,7 +246,7 @@ impl<'a> Input<'a> {
                 if !self.is_unanswered(i) {
                     continue;
                 }
-                let text = format!("{} asked: {}", s.speaker, shorten(&s.text));
+                let text = format!("{} asked: {}", s.label(), shorten(&s.text));
                 out.push(self.candidate(i, text, 7.0 + salience + self.recency(s)));
                 continue;
             } else if s.question {

@@ -44,7 +44,7 @@ use super::text;
 use crate::transcript::Turn;
 use cues::ALSO_MENTIONED;
 use input::{Candidate, Input};
-use summary::render_items;
+use summary::{render_items, shown_days};
 
 /// Summarizes `turns` extractively: each section within its cap of `caps` (scaled down together when they
 /// and the headings would not fit `max_tokens`), the rendered whole within `max_tokens`, token counts by
@@ -100,9 +100,12 @@ struct Builder<'c> {
 }
 
 impl Builder<'_> {
+    /// The tokens of `items` as their section shows them: in order, each day written once.
     fn body_tokens(&self, items: &[Candidate]) -> u32 {
-        let texts: Vec<String> = items.iter().map(|c| c.text.clone()).collect();
-        (self.count)(&render_items(&texts))
+        let mut sorted: Vec<&Candidate> = items.iter().collect();
+        sorted.sort_by_key(|c| c.order);
+        let texts: Vec<String> = sorted.iter().map(|c| c.text.clone()).collect();
+        (self.count)(&render_items(&shown_days(&texts)))
     }
 
     fn fits(&self, section: Section, items: &[Candidate]) -> bool {
@@ -301,7 +304,8 @@ impl Builder<'_> {
     fn snapshot(&self) -> StructuredSummary {
         let mut summary = StructuredSummary::default();
         for (section, items) in &self.chosen {
-            *summary.items_mut(*section) = items.iter().map(|c| c.text.clone()).collect();
+            let texts: Vec<String> = items.iter().map(|c| c.text.clone()).collect();
+            *summary.items_mut(*section) = shown_days(&texts);
         }
         summary
     }
@@ -370,6 +374,56 @@ mod tests {
             s.topic_arc.iter().any(|t| t.contains("fine oven")),
             "{:?}",
             s.topic_arc
+        );
+    }
+
+    #[test]
+    fn items_keep_their_day_written_once_per_day() {
+        let at = |s: &str| somna_core::Timestamp::parse_rfc3339(s).unwrap();
+        let turns = vec![
+            user(
+                1,
+                "Mara",
+                "We decided the fair is on the 14th at the Old Mill.",
+            )
+            .at(at("2023-05-08T09:00:00Z")),
+            user(
+                2,
+                "Mara",
+                "We agreed Tobin paints the sign for the Old Mill.",
+            )
+            .at(at("2023-05-08T10:00:00Z")),
+            user(3, "Mara", "We settled on rye bread for the Old Mill stall.")
+                .at(at("2023-05-09T10:00:00Z")),
+        ];
+        let s = summarize(&turns, &SectionCaps::default(), 1500, &len4);
+        assert_eq!(
+            s.decisions,
+            vec![
+                "[2023-05-08] Mara: We decided the fair is on the 14th at the Old Mill.",
+                "Mara: We agreed Tobin paints the sign for the Old Mill.",
+                "[2023-05-09] Mara: We settled on rye bread for the Old Mill stall.",
+            ]
+        );
+        // Folded into the next summary, the undated item gets its day back and keeps it.
+        let mut next = vec![Turn::new(
+            1,
+            Role::Assistant,
+            format!("[CONTEXT SUMMARY]\n{}", s.render()),
+        )];
+        next.push(
+            user(
+                9,
+                "Mara",
+                "We decided the well gets a new rope before winter.",
+            )
+            .at(at("2023-05-09T11:00:00Z")),
+        );
+        let again = summarize(&next, &SectionCaps::default(), 1500, &len4);
+        assert_eq!(again.decisions[..3], s.decisions[..]);
+        assert_eq!(
+            again.decisions[3],
+            "Mara: We decided the well gets a new rope before winter."
         );
     }
 

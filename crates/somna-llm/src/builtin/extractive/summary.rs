@@ -151,6 +151,53 @@ impl StructuredSummary {
     }
 }
 
+/// The day an item starts with, `2026-11-24` of `[2026-11-24] Mara: …`.
+pub(super) fn day_of(item: &str) -> Option<&str> {
+    let rest = item.strip_prefix('[')?;
+    let day = rest.get(..10)?;
+    let is_day = day.bytes().enumerate().all(|(i, b)| match i {
+        4 | 7 => b == b'-',
+        _ => b.is_ascii_digit(),
+    });
+    (is_day && rest[10..].starts_with("] ")).then_some(day)
+}
+
+/// Items as a section shows them: an item's day is written only when it differs from the day of
+/// the item before (the items are chronological), which keeps dates at a few tokens a day.
+pub(super) fn shown_days(items: &[String]) -> Vec<String> {
+    let mut last: Option<&str> = None;
+    items
+        .iter()
+        .map(|item| match day_of(item) {
+            Some(day) if last == Some(day) => item[day.len() + 3..].to_string(),
+            Some(day) => {
+                last = Some(day);
+                item.clone()
+            }
+            None => item.clone(),
+        })
+        .collect()
+}
+
+/// Items of an earlier summary with their days back: an item without a day was said on the day of
+/// the dated item before it (see [`shown_days`]); the `Also mentioned:` line stays as it is.
+pub(super) fn restore_days(items: &[String]) -> Vec<String> {
+    let mut last: Option<&str> = None;
+    items
+        .iter()
+        .map(|item| match (day_of(item), last) {
+            (Some(day), _) => {
+                last = Some(day);
+                item.clone()
+            }
+            (None, Some(day)) if !item.starts_with(super::cues::ALSO_MENTIONED) => {
+                format!("[{day}] {item}")
+            }
+            (None, _) => item.clone(),
+        })
+        .collect()
+}
+
 pub(super) fn render_items(items: &[String]) -> String {
     if items.is_empty() {
         NONE.to_string()
