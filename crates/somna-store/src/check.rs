@@ -411,7 +411,7 @@ fn check_summary_layout(
 
 /// Reports keys of `tree` under `prefix` whose number is not below `next`.
 fn check_below(
-    tree: &sled::Tree,
+    tree: &crate::backend::Tree,
     prefix: &[u8],
     next: u64,
     what: &str,

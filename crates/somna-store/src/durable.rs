@@ -1,7 +1,8 @@
 //! Group commit: waiting until everything written so far survives a process kill.
 //!
 //! sled 0.34 commits a write to an in-memory log buffer; the write survives a kill (and power loss)
-//! only once the log is flushed (written and fsynced). [`Store::durable`] returns a future that
+//! only once the log is flushed (written and fsynced). (The Postgres backend's commits are durable
+//! when they return, so its flush has nothing to do and a wait resolves at once.) [`Store::durable`] returns a future that
 //! resolves once a flush that *started after the call* has finished, so every write that completed
 //! before the call is on disk when it resolves.
 //!
@@ -18,14 +19,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::channel::oneshot;
 
-use crate::error::{Result, StoreError};
+use crate::error::{Result, StorageError, StoreError};
 use crate::store::Store;
 
 /// Why a flush did not make the waiters' writes durable.
 #[derive(Debug, Clone)]
 pub(crate) enum FlushFailure {
     /// The storage engine's flush failed.
-    Engine(sled::Error),
+    Engine(StorageError),
     /// The store was dropped before the flush (sled's own flush on drop cannot be reported).
     Closed,
 }
@@ -33,7 +34,7 @@ pub(crate) enum FlushFailure {
 impl From<FlushFailure> for StoreError {
     fn from(failure: FlushFailure) -> Self {
         match failure {
-            FlushFailure::Engine(e) => e.into(),
+            FlushFailure::Engine(e) => StoreError::Storage(e),
             FlushFailure::Closed => StoreError::Closed,
         }
     }
@@ -42,7 +43,7 @@ impl From<FlushFailure> for StoreError {
 /// What a waiter is answered.
 type Answer = std::result::Result<(), FlushFailure>;
 
-/// The function that flushes: sled's `flush` in the store, a gated stand-in in unit tests.
+/// The function that flushes: the backend's `flush` in the store, a gated stand-in in unit tests.
 type FlushFn = dyn Fn() -> Answer + Send + Sync;
 
 /// The group-commit queue of one store.
@@ -247,8 +248,9 @@ mod tests {
         block_on(first).unwrap();
         started.recv_timeout(WAIT).unwrap();
         release
-            .send(Err(FlushFailure::Engine(sled::Error::Unsupported(
-                "disk full".to_string(),
+            .send(Err(FlushFailure::Engine(StorageError::new(
+                crate::error::StorageErrorKind::Other,
+                std::io::Error::other("disk full"),
             ))))
             .unwrap();
         for wait in later {

@@ -99,37 +99,63 @@ pub enum StoreError {
     Closed,
 }
 
-/// An error of the storage engine. Opaque so that no sled type leaks out of this crate.
-#[derive(Debug)]
-pub struct StorageError(sled::Error);
+/// An error of the storage backend (sled's IO or corruption, a Postgres connection or statement).
+/// Opaque so that no backend type leaks out of this crate; cheap to clone (a flush failure is
+/// reported to every waiter it served).
+#[derive(Debug, Clone)]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+}
+
+/// What kind of backend failure a [`StorageError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StorageErrorKind {
+    /// The engine found corrupted data.
+    Corruption,
+    /// Another process holds the database (sled allows one process per database).
+    Locked,
+    /// Anything else: IO, a lost connection, a failed statement.
+    Other,
+}
 
 impl StorageError {
+    pub(crate) fn new(
+        kind: StorageErrorKind,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StorageError {
+            kind,
+            source: std::sync::Arc::new(source),
+        }
+    }
+
     /// True when the engine found corrupted data on disk.
     pub fn is_corruption(&self) -> bool {
-        matches!(self.0, sled::Error::Corruption { .. })
+        self.kind == StorageErrorKind::Corruption
     }
 
     /// True when another process holds the database open (sled allows one process per database).
     pub fn is_locked(&self) -> bool {
-        matches!(&self.0, sled::Error::Io(e) if e.to_string().starts_with("could not acquire lock"))
+        self.kind == StorageErrorKind::Locked
     }
 }
 
 impl std::fmt::Display for StorageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.source.fmt(f)
     }
 }
 
 impl std::error::Error for StorageError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
+        self.source.source()
     }
 }
 
-impl From<sled::Error> for StoreError {
-    fn from(e: sled::Error) -> Self {
-        StoreError::Storage(StorageError(e))
+impl From<StorageError> for StoreError {
+    fn from(e: StorageError) -> Self {
+        StoreError::Storage(e)
     }
 }
 

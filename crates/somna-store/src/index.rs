@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 
-use sled::IVec;
+use crate::backend::Bytes;
 use somna_core::retrieval::{Collection, document_terms, terms};
 use somna_core::{AgentId, AgentRecord, Cover, Fact, JournalEntry, Message, MessageKind};
 
@@ -137,7 +137,7 @@ impl PendingDocs {
 
 /// The index writes (key, value) that add `docs` to an index whose current values `read` returns.
 fn writes_over(
-    read: impl Fn(&[u8]) -> Result<Option<IVec>>,
+    read: impl Fn(&[u8]) -> Result<Option<Bytes>>,
     id: &AgentId,
     docs: &PendingDocs,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -292,7 +292,7 @@ impl Store {
     ) -> Result<()> {
         let tree = &self.inner.trees.terms;
         let meta = meta_key(id);
-        let mut batch = sled::Batch::default();
+        let mut batch = crate::backend::Batch::default();
         // An index with no watermarks, or of another layout, is (re)built from nothing.
         let (from, fresh) = match tree.get(&meta)? {
             Some(v) => match decode_meta(&meta, &v)? {
@@ -622,7 +622,7 @@ fn head_key(id: &AgentId, kind: DocKind, term: &str) -> Vec<u8> {
     k
 }
 
-fn read_collection(tree: &sled::Tree, key: &[u8]) -> Result<(u64, u64)> {
+fn read_collection(tree: &crate::backend::Tree, key: &[u8]) -> Result<(u64, u64)> {
     match tree.get(key)? {
         Some(v) => decode_collection(key, &v),
         None => Ok((0, 0)),

@@ -23,6 +23,7 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod backend;
 pub mod check;
 pub mod codec;
 pub mod compaction;

@@ -3,7 +3,8 @@
 //!
 //! Every write follows one pattern: take the agent's mutex (writers of one agent are serialized, so
 //! seq assignment and counters stay consistent), read what is needed, build a `WriteSet` with the
-//! new `AgentRecord`, apply it in ONE sled transaction across the trees, and only then update the
+//! new `AgentRecord`, apply it in ONE transaction across the trees (`Db::apply` of the backend),
+//! and only then update the
 //! in-memory copy of the record. The transaction re-checks every value it removes against the bytes
 //! read under the mutex, so a write set built from a stale read aborts instead of doing damage.
 
@@ -14,12 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use sled::IVec;
-use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
 use somna_core::config::{AgentOverrides, StoreConfig};
 use somna_core::tokens::Calibration;
 use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
 
+use crate::backend::sled::SledDb;
+use crate::backend::{Bytes, Db, Tree};
 use crate::codec;
 use crate::durable::{FlushFailure, GroupCommit};
 use crate::error::{Result, StoreError};
@@ -58,7 +59,7 @@ pub struct Store {
 }
 
 pub(crate) struct Inner {
-    pub(crate) db: sled::Db,
+    pub(crate) db: Db,
     pub(crate) trees: Trees,
     /// The group commit behind [`Store::durable`].
     pub(crate) group: GroupCommit,
@@ -71,12 +72,13 @@ impl fmt::Debug for Inner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // sled's own `Debug` for trees dumps their contents, so only name the database here.
         f.debug_struct("Store")
+            .field("backend", &self.db.kind())
             .field("was_recovered", &self.db.was_recovered())
             .finish_non_exhaustive()
     }
 }
 
-/// The names of the trees, as they appear in sled and in errors.
+/// The names of the trees, as they appear in the backend (sled trees, Postgres tables) and in errors.
 pub mod tree_names {
     /// Agent records.
     pub const AGENTS: &str = "agents";
@@ -99,15 +101,15 @@ pub mod tree_names {
 }
 
 pub(crate) struct Trees {
-    pub(crate) agents: sled::Tree,
-    pub(crate) history: sled::Tree,
-    pub(crate) archive: sled::Tree,
-    pub(crate) journal: sled::Tree,
-    pub(crate) journal_by_source: sled::Tree,
-    pub(crate) memory: sled::Tree,
-    pub(crate) events: sled::Tree,
-    pub(crate) undo: sled::Tree,
-    pub(crate) terms: sled::Tree,
+    pub(crate) agents: Tree,
+    pub(crate) history: Tree,
+    pub(crate) archive: Tree,
+    pub(crate) journal: Tree,
+    pub(crate) journal_by_source: Tree,
+    pub(crate) memory: Tree,
+    pub(crate) events: Tree,
+    pub(crate) undo: Tree,
+    pub(crate) terms: Tree,
 }
 
 /// Which tree a write goes to (the index into the transaction's views).
@@ -182,23 +184,23 @@ pub(crate) struct Conflict {
     pub(crate) reason: String,
 }
 
-enum Op {
+pub(crate) enum Op {
     /// Insert or overwrite.
-    Put(IVec),
+    Put(Bytes),
     /// Insert; abort if the key exists.
-    Create(IVec),
+    Create(Bytes),
     /// Remove; abort unless the current value is exactly this.
-    Take(IVec),
+    Take(Bytes),
     /// Remove whatever is there.
     Delete,
 }
 
-struct Write {
-    tree: TreeId,
-    key: IVec,
-    op: Op,
+pub(crate) struct Write {
+    pub(crate) tree: TreeId,
+    pub(crate) key: Bytes,
+    pub(crate) op: Op,
     /// The seq named in a conflict caused by this write.
-    seq: Seq,
+    pub(crate) seq: Seq,
 }
 
 /// The writes of one operation, applied in order in one transaction.
@@ -208,6 +210,11 @@ pub(crate) struct WriteSet {
 }
 
 impl WriteSet {
+    /// The writes, in the order they apply.
+    pub(crate) fn writes(&self) -> &[Write] {
+        &self.writes
+    }
+
     pub(crate) fn with_capacity(n: usize) -> Self {
         WriteSet {
             writes: Vec::with_capacity(n),
@@ -218,11 +225,11 @@ impl WriteSet {
         self.push(tree, key, Op::Put(value.into()), 0);
     }
 
-    pub(crate) fn create(&mut self, tree: TreeId, key: Vec<u8>, value: impl Into<IVec>, seq: Seq) {
+    pub(crate) fn create(&mut self, tree: TreeId, key: Vec<u8>, value: impl Into<Bytes>, seq: Seq) {
         self.push(tree, key, Op::Create(value.into()), seq);
     }
 
-    pub(crate) fn take(&mut self, tree: TreeId, key: Vec<u8>, expect: IVec, seq: Seq) {
+    pub(crate) fn take(&mut self, tree: TreeId, key: Vec<u8>, expect: Bytes, seq: Seq) {
         self.push(tree, key, Op::Take(expect), seq);
     }
 
@@ -246,110 +253,38 @@ impl WriteSet {
     }
 }
 
-/// How long [`Store::open`] waits for sled's file lock before giving up.
-const LOCK_WAIT: Duration = Duration::from_secs(2);
-
-/// Opens the database, retrying while sled's file lock is still held. sled releases the lock only
-/// when its last background IO task of a dropped handle ends, which can be a moment after the drop
-/// returned, so an immediate reopen in the same process may find it held. A database held by
-/// another process still fails, after [`LOCK_WAIT`].
-fn open_waiting_for_lock(config: &sled::Config) -> sled::Result<sled::Db> {
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match config.open() {
-            // sled reports a held lock only as an `Io` error with this message.
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Removes `snap.*.generating` files from the database directory; returns their names.
-fn remove_abandoned_snapshots(dir: &Path) -> Result<Vec<String>> {
-    let mut removed = Vec::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
-        Err(e) => return Err(sled::Error::Io(e).into()),
-    };
-    for entry in entries {
-        let entry = entry.map_err(sled::Error::Io)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            std::fs::remove_file(entry.path()).map_err(sled::Error::Io)?;
-            removed.push(name);
-        }
-    }
-    Ok(removed)
-}
-
 impl Store {
-    /// Opens (or creates) the database in the directory `path`.
-    ///
-    /// A process killed while sled 0.34 writes its recovery snapshot leaves a half-written
-    /// `snap.*.generating` file that sled then reads as corruption and refuses to open (sled lists
-    /// snapshot files by prefix and skips only an older temporary suffix). Such a file is never the
-    /// valid snapshot: sled renames it only after writing and syncing it whole. So when opening fails
-    /// with corruption and such files exist, they are removed (with a warning) and the open is
-    /// retried once. A database that is open elsewhere fails earlier, on sled's file lock.
+    /// Opens (or creates) the sled database in the directory `path` (see the sled backend for
+    /// how a snapshot half-written by a killed process is recovered from).
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
-        let path = path.as_ref();
         if options.flush_every.is_zero() {
             return Err(StoreError::Invalid {
                 what: "store options",
                 reason: "flush_every must be above zero".to_string(),
             });
         }
-        let flush_ms = u64::try_from(options.flush_every.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let config = sled::Config::new()
-            .path(path)
-            .flush_every_ms(Some(flush_ms));
-        let db = match open_waiting_for_lock(&config) {
-            Ok(db) => db,
-            Err(e @ sled::Error::Corruption { .. }) => {
-                let removed = remove_abandoned_snapshots(path)?;
-                if removed.is_empty() {
-                    return Err(e.into());
-                }
-                tracing::warn!(
-                    path = %path.display(),
-                    files = ?removed,
-                    "removed half-written sled snapshot files left by a killed process; retrying the open"
-                );
-                open_waiting_for_lock(&config)?
-            }
-            Err(e) => return Err(e.into()),
-        };
-        tracing::debug!(path = %path.display(), recovered = db.was_recovered(), "store opened");
-        Self::from_db(db)
+        let db = SledDb::open(path.as_ref(), options.flush_every)?;
+        Self::from_db(Db::Sled(db))
     }
 
     /// A database that lives in memory-backed temporary files and is deleted when the last handle
     /// drops (tests, examples).
     pub fn temporary() -> Result<Store> {
-        let db = sled::Config::new().temporary(true).open()?;
-        Self::from_db(db)
+        Self::from_db(Db::Sled(SledDb::temporary()?))
     }
 
-    fn from_db(db: sled::Db) -> Result<Store> {
+    pub(crate) fn from_db(db: Db) -> Result<Store> {
         use tree_names::*;
         let trees = Trees {
-            agents: db.open_tree(AGENTS)?,
-            history: db.open_tree(HISTORY)?,
-            archive: db.open_tree(ARCHIVE)?,
-            journal: db.open_tree(JOURNAL)?,
-            journal_by_source: db.open_tree(JOURNAL_BY_SOURCE)?,
-            memory: db.open_tree(MEMORY)?,
-            events: db.open_tree(EVENTS)?,
-            undo: db.open_tree(UNDO)?,
-            terms: db.open_tree(TERMS)?,
+            agents: db.tree(AGENTS)?,
+            history: db.tree(HISTORY)?,
+            archive: db.tree(ARCHIVE)?,
+            journal: db.tree(JOURNAL)?,
+            journal_by_source: db.tree(JOURNAL_BY_SOURCE)?,
+            memory: db.tree(MEMORY)?,
+            events: db.tree(EVENTS)?,
+            undo: db.tree(UNDO)?,
+            terms: db.tree(TERMS)?,
         };
         Ok(Store {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
@@ -360,7 +295,13 @@ impl Store {
                     db,
                     trees,
                     group: GroupCommit::new(move || match weak.upgrade() {
-                        Some(inner) => inner.db.flush().map(drop).map_err(FlushFailure::Engine),
+                        Some(inner) => inner.db.flush().map(drop).map_err(|e| match e {
+                            StoreError::Storage(e) => FlushFailure::Engine(e),
+                            other => FlushFailure::Engine(crate::error::StorageError::new(
+                                crate::error::StorageErrorKind::Other,
+                                other,
+                            )),
+                        }),
                         None => Err(FlushFailure::Closed),
                     }),
                     states: RwLock::new(HashMap::new()),
@@ -391,12 +332,9 @@ impl Store {
     pub fn create_agent(&self, id: &AgentId, now: Timestamp) -> Result<AgentRecord> {
         let record = AgentRecord::new(id.clone(), now);
         let value = codec::encode(tree_names::AGENTS, &record)?;
-        let swapped = self.inner.trees.agents.compare_and_swap(
-            keys::agent(id),
-            None as Option<&[u8]>,
-            Some(value),
-        )?;
-        match swapped {
+        let mut writes = WriteSet::with_capacity(1);
+        writes.create(TreeId::Agents, keys::agent(id), value, 0);
+        match self.apply(&writes)? {
             Ok(()) => {
                 tracing::debug!(agent = %id, "agent created");
                 Ok(record)
@@ -525,71 +463,7 @@ impl Store {
     /// Applies `writes` in one transaction across every tree. `Ok(Err(conflict))` means the
     /// transaction aborted and nothing changed.
     pub(crate) fn apply(&self, writes: &WriteSet) -> Result<std::result::Result<(), Conflict>> {
-        let t = &self.inner.trees;
-        let result = (
-            &t.agents,
-            &t.history,
-            &t.archive,
-            &t.journal,
-            &t.journal_by_source,
-            &t.memory,
-            &t.events,
-            &t.undo,
-        )
-            .transaction(
-                |(agents, history, archive, journal, by_source, memory, events, undo)| {
-                    let views = [
-                        agents, history, archive, journal, by_source, memory, events, undo,
-                    ];
-                    for w in &writes.writes {
-                        let tree = views[w.tree as usize];
-                        match &w.op {
-                            Op::Put(value) => {
-                                tree.insert(w.key.clone(), value.clone())?;
-                            }
-                            Op::Create(value) => {
-                                if tree.insert(w.key.clone(), value.clone())?.is_some() {
-                                    return Err(ConflictableTransactionError::Abort(Conflict {
-                                        seq: w.seq,
-                                        reason: format!(
-                                            "{} key {} is already taken",
-                                            w.tree.name(),
-                                            keys::render(&w.key)
-                                        ),
-                                    }));
-                                }
-                            }
-                            Op::Take(expect) => match tree.remove(w.key.clone())? {
-                                Some(old) if old == *expect => {}
-                                found => {
-                                    let what = if found.is_some() {
-                                        "changed since it was read"
-                                    } else {
-                                        "is gone"
-                                    };
-                                    return Err(ConflictableTransactionError::Abort(Conflict {
-                                        seq: w.seq,
-                                        reason: format!(
-                                            "{} key {} {what}",
-                                            w.tree.name(),
-                                            keys::render(&w.key)
-                                        ),
-                                    }));
-                                }
-                            },
-                            Op::Delete => {
-                                tree.remove(w.key.clone())?;
-                            }
-                        }
-                    }
-                    Ok(())
-                },
-            );
-        match result {
-            Ok(()) => Ok(Ok(())),
-            Err(TransactionError::Abort(conflict)) => Ok(Err(conflict)),
-            Err(TransactionError::Storage(e)) => Err(e.into()),
-        }
+        self.inner.db.apply(&self.inner.trees, writes)
     }
 
     /// [`Store::apply`] for write sets built entirely under the agent's lock from fresh counters,

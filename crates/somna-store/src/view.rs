@@ -16,7 +16,7 @@
 //!
 //! Callers hold the agent's lock while reading, so the covers and the trees agree.
 
-use sled::IVec;
+use crate::backend::Bytes;
 use somna_core::{AgentId, Cover, Message, MessageKind, Seq};
 
 use crate::codec;
@@ -78,13 +78,13 @@ fn missing_summary(id: &AgentId, key: &[u8]) -> StoreError {
 /// Up to `limit` raw live entries of `id` with seq ≥ `from` and key ≤ `until` (no bound for
 /// `None`), in key order.
 pub(crate) fn live_entries(
-    history: &sled::Tree,
+    history: &crate::backend::Tree,
     id: &AgentId,
     covers: &[Cover],
     from: Seq,
     until: Option<&[u8]>,
     limit: usize,
-) -> Result<Vec<(IVec, IVec)>> {
+) -> Result<Vec<(Bytes, Bytes)>> {
     let mut out = Vec::new();
     for piece in live_pieces(id, covers, from) {
         match piece {
@@ -126,11 +126,11 @@ pub(crate) fn live_entries(
 
 /// The last `n` raw live entries of `id`, in key order.
 pub(crate) fn live_tail(
-    history: &sled::Tree,
+    history: &crate::backend::Tree,
     id: &AgentId,
     covers: &[Cover],
     n: usize,
-) -> Result<Vec<(IVec, IVec)>> {
+) -> Result<Vec<(Bytes, Bytes)>> {
     let mut out = Vec::with_capacity(n.min(1024));
     'pieces: for piece in live_pieces(id, covers, 0).into_iter().rev() {
         match piece {
@@ -158,7 +158,7 @@ pub(crate) fn live_tail(
 }
 
 /// Decodes raw history entries.
-pub(crate) fn decode_all(entries: &[(IVec, IVec)]) -> Result<Vec<Message>> {
+pub(crate) fn decode_all(entries: &[(Bytes, Bytes)]) -> Result<Vec<Message>> {
     entries
         .iter()
         .map(|(k, v)| codec::decode(tree_names::HISTORY, k, v))
@@ -169,8 +169,8 @@ pub(crate) fn decode_all(entries: &[(IVec, IVec)]) -> Result<Vec<Message>> {
 /// key order: the `archive` tree merged with the hidden part of the `history` tree (masked
 /// placeholders left out: their originals are in the `archive` tree).
 pub(crate) fn archived(
-    history: &sled::Tree,
-    archive: &sled::Tree,
+    history: &crate::backend::Tree,
+    archive: &crate::backend::Tree,
     id: &AgentId,
     covers: &[Cover],
     from: Seq,

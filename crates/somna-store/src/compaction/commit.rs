@@ -2,7 +2,7 @@
 //! log line and the undo record in one transaction, after checking the commit is well formed and
 //! that live history still holds exactly what it covers.
 
-use sled::IVec;
+use crate::backend::Bytes;
 use somna_core::{
     AgentId, Cover, EntryId, EventRecord, Message, MessageKind, Seq, SourceType, Timestamp,
 };
@@ -212,7 +212,7 @@ fn validate_compaction(commit: &CompactionCommit) -> Result<()> {
 fn compare_covered(
     id: &AgentId,
     covered: &[Message],
-    stored: &[(IVec, IVec)],
+    stored: &[(Bytes, Bytes)],
 ) -> Result<Option<(Seq, String)>> {
     let prefix_len = keys::prefix(id).len();
     let mut stored_iter = stored.iter();

@@ -2,8 +2,8 @@
 //! layout-2 summary drops its cover; a layout-1 one moves what it replaced back out of the
 //! archive).
 
+use crate::backend::Bytes;
 use serde::{Deserialize, Serialize};
-use sled::IVec;
 use somna_core::{AgentId, Cover, EventRecord, Message, Seq, Timestamp};
 
 use crate::codec;
@@ -98,7 +98,7 @@ impl Store {
                             keys::render(&key)
                         ),
                     })?;
-                Some((IVec::from(key), value))
+                Some((Bytes::from(key), value))
             }
             None => {
                 let mut found = None;
@@ -244,7 +244,7 @@ mod tests {
 
     type Raw = Vec<(Vec<u8>, Vec<u8>)>;
 
-    fn raw(tree: &sled::Tree, id: &AgentId) -> Raw {
+    fn raw(tree: &crate::backend::Tree, id: &AgentId) -> Raw {
         tree.scan_prefix(keys::prefix(id))
             .map(|item| {
                 let (k, v) = item.unwrap();

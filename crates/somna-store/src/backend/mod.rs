@@ -1,0 +1,185 @@
+//! The backend boundary: where the store's bytes live. Everything above it — keys, the codec,
+//! covers and the archive/live views, write sets, the index, the invariant checks — is shared;
+//! only the IO below it is per backend.
+//!
+//! A backend offers ordered byte-keyed trees ([`Tree`]: point reads, forward and backward range
+//! scans, unconditional batches on one tree) and ONE atomic operation across trees,
+//! [`Db::apply`] of a [`WriteSet`](crate::store::WriteSet) whose removals are checked against the
+//! bytes the writer read (so a write set built from a stale read aborts with a `Conflict` instead
+//! of doing damage).
+//!
+//! - `sled.rs`: the embedded default, one sled database (the only code naming sled's API).
+//!
+//! Values cross the boundary as [`Bytes`], a cheap reference-counted buffer.
+
+pub(crate) mod sled;
+
+use std::ops::{Bound, RangeBounds};
+
+use crate::error::Result;
+use crate::store::{Conflict, WriteSet};
+
+pub(crate) use self::sled::Bytes;
+
+/// A database: the trees of a store and the atomic write across them.
+pub(crate) enum Db {
+    /// One sled database.
+    Sled(self::sled::SledDb),
+}
+
+impl Db {
+    /// The tree named `name` (one of [`crate::store::tree_names`]).
+    pub(crate) fn tree(&self, name: &'static str) -> Result<Tree> {
+        match self {
+            Db::Sled(db) => Ok(Tree::Sled(db.tree(name)?)),
+        }
+    }
+
+    /// Applies `writes` in order, in one transaction across the trees. `Ok(Err(conflict))`: the
+    /// transaction aborted and nothing changed.
+    pub(crate) fn apply(
+        &self,
+        trees: &crate::store::Trees,
+        writes: &WriteSet,
+    ) -> Result<std::result::Result<(), Conflict>> {
+        match self {
+            Db::Sled(db) => db.apply(trees, writes),
+        }
+    }
+
+    /// Makes every write so far durable; returns the bytes written when the backend knows.
+    pub(crate) fn flush(&self) -> Result<usize> {
+        match self {
+            Db::Sled(db) => db.flush(),
+        }
+    }
+
+    /// The database's size on disk, in bytes.
+    pub(crate) fn size_on_disk(&self) -> Result<u64> {
+        match self {
+            Db::Sled(db) => db.size_on_disk(),
+        }
+    }
+
+    /// True when the database held data when it was opened.
+    pub(crate) fn was_recovered(&self) -> bool {
+        match self {
+            Db::Sled(db) => db.was_recovered(),
+        }
+    }
+
+    /// The backend's name, as configured (`sled`, `postgres`).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Db::Sled(_) => "sled",
+        }
+    }
+}
+
+/// One ordered tree of byte keys and values.
+#[derive(Clone)]
+pub(crate) enum Tree {
+    /// A sled tree.
+    Sled(::sled::Tree),
+}
+
+/// Key bounds of a scan, owned.
+pub(crate) type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+fn owned_bounds(range: impl RangeBounds<Vec<u8>>) -> KeyBounds {
+    (range.start_bound().cloned(), range.end_bound().cloned())
+}
+
+impl Tree {
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        match self {
+            Tree::Sled(t) => Ok(t.get(key)?),
+        }
+    }
+
+    /// The entries with keys in `range`, in key order (and backwards with `.rev()`), read lazily.
+    pub(crate) fn range(&self, range: impl RangeBounds<Vec<u8>>) -> Iter {
+        let bounds = owned_bounds(range);
+        match self {
+            Tree::Sled(t) => Iter::Sled(t.range(bounds)),
+        }
+    }
+
+    /// The entries whose keys start with `prefix`, in key order.
+    pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        match self {
+            Tree::Sled(t) => Iter::Sled(t.scan_prefix(prefix)),
+        }
+    }
+
+    /// True when `key` has a value.
+    pub(crate) fn contains_key(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// Every entry, in key order.
+    pub(crate) fn iter(&self) -> Iter {
+        self.range(..)
+    }
+
+    /// Applies `batch` atomically to this tree alone (no checks: the caller holds whatever lock
+    /// makes its content current).
+    pub(crate) fn apply_batch(&self, batch: Batch) -> Result<()> {
+        match self {
+            Tree::Sled(t) => {
+                let mut b = ::sled::Batch::default();
+                for (key, value) in batch.ops {
+                    match value {
+                        Some(v) => b.insert(key, v),
+                        None => b.remove(key),
+                    }
+                }
+                Ok(t.apply_batch(b)?)
+            }
+        }
+    }
+}
+
+/// Unconditional writes to one tree, applied together by [`Tree::apply_batch`].
+#[derive(Default)]
+pub(crate) struct Batch {
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Batch {
+    /// Sets `key` to `value`.
+    pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.ops
+            .push((key.as_ref().to_vec(), Some(value.as_ref().to_vec())));
+    }
+
+    /// Removes `key`.
+    pub(crate) fn remove(&mut self, key: impl AsRef<[u8]>) {
+        self.ops.push((key.as_ref().to_vec(), None));
+    }
+}
+
+/// A lazy scan of a tree.
+pub(crate) enum Iter {
+    /// A sled scan.
+    Sled(::sled::Iter),
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Sled(it) => it.next().map(|r| r.map_err(Into::into)),
+        }
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Sled(it) => it.next_back().map(|r| r.map_err(Into::into)),
+        }
+    }
+}
