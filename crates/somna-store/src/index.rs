@@ -323,7 +323,7 @@ impl Store {
         let writes = if fresh {
             writes_over(|_| Ok(None), id, &docs)?
         } else {
-            writes_over(|key| Ok(tree.get(key)?), id, &docs)?
+            writes_over(|key| tree.get(key), id, &docs)?
         };
         for (key, value) in writes {
             batch.insert(key, value);

@@ -313,12 +313,12 @@ impl Store {
     /// Writes everything to disk and fsyncs; returns the number of bytes flushed. Call on shutdown
     /// (dropping the last handle flushes too, but cannot report an error).
     pub fn flush(&self) -> Result<usize> {
-        Ok(self.inner.db.flush()?)
+        self.inner.db.flush()
     }
 
     /// The database's size on disk, in bytes.
     pub fn size_on_disk(&self) -> Result<u64> {
-        Ok(self.inner.db.size_on_disk()?)
+        self.inner.db.size_on_disk()
     }
 
     /// True when the database was opened from existing files (rather than created).

@@ -208,7 +208,7 @@ pub(crate) fn archived(
                 hiding(covers, parsed)?;
                 Some(codec::decode::<Message>(tree_names::HISTORY, &key, &value).map(|m| (key, m)))
             }
-            Err(e) => Some(Err(e.into())),
+            Err(e) => Some(Err(e)),
         })
         .filter(|item| !matches!(item, Ok((_, m)) if matches!(m.kind, MessageKind::Masked { .. })))
         .peekable();
