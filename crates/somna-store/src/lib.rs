@@ -16,6 +16,7 @@
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
 //! - [`events`]: the per-agent event log (somna-core's [`LoggedEvent`], re-exported here).
 //! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
+//! - [`copy`]: [`Store::copy_into`], a whole store into an empty one on any backend.
 //! - [`codec`]: the versioned value encoding (a format-version byte, then named MessagePack).
 //! - [`error`]: [`StoreError`] and the [`Result`] alias.
 //!
@@ -27,6 +28,7 @@ mod backend;
 pub mod check;
 pub mod codec;
 pub mod compaction;
+pub mod copy;
 pub mod durable;
 pub mod error;
 pub mod events;
@@ -39,6 +41,7 @@ mod view;
 
 pub use check::InvariantReport;
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
+pub use copy::CopyReport;
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
 pub use index::{ArchiveHit, DocKind, ScoredDoc};

@@ -21,6 +21,7 @@
 //! Nothing here reads a file or the environment: callers pass the text and the file's name.
 //! docs/configuration.md describes every key.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -550,10 +551,111 @@ impl Default for LlmConfig {
     }
 }
 
+/// Which storage backend holds the agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// One embedded sled database in `path` (the default: nothing to install).
+    #[default]
+    Sled,
+    /// A PostgreSQL database at `url`, shared by every process that opens it.
+    Postgres,
+}
+
+impl StoreBackend {
+    /// The name as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreBackend::Sled => "sled",
+            StoreBackend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A database URL that never shows its password: `Debug`, `Display` and `Serialize` (so
+/// `check-config --json` too) give `postgres://user:***@host/db`; [`DbUrl::expose`] gives the
+/// real text to the driver.
+#[derive(Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(transparent)]
+pub struct DbUrl(String);
+
+impl Serialize for DbUrl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.redacted())
+    }
+}
+
+impl DbUrl {
+    /// Wraps a URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        DbUrl(url.into())
+    }
+
+    /// The URL itself, password included: only for the database driver.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// True when no URL is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+
+    /// The URL with its password (if any) replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact_url(&self.0)
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.redacted())
+    }
+}
+
+impl fmt::Display for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// `scheme://user:password@host…` → `scheme://user:***@host…`; also a `password=` parameter of
+/// the query string or of a key=value connection string. Anything without a password is returned
+/// as it is.
+pub fn redact_url(url: &str) -> String {
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => match userinfo.split_once(':') {
+                    Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+                    None => url.to_string(),
+                },
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    };
+    // `password=…` up to the next `&` or white space.
+    let mut searched = 0;
+    while let Some(at) = out[searched..].to_ascii_lowercase().find("password=") {
+        let start = searched + at + "password=".len();
+        let end = out[start..]
+            .find(|c: char| c == '&' || c.is_whitespace())
+            .map_or(out.len(), |e| start + e);
+        out.replace_range(start..end, "***");
+        searched = start + 3;
+    }
+    out
+}
+
 /// The resolved `[store]` section (also its raw form: every key has a built-in default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
+    /// `sled` (default) or `postgres`.
+    pub backend: StoreBackend,
     /// The sled database directory (relative paths are relative to the config file's directory).
     pub path: PathBuf,
     /// sled's background flush (fsync) interval; must be above zero. Bounds what a kill can take
@@ -563,17 +665,29 @@ pub struct StoreConfig {
     /// Acknowledge an input (HTTP 202, `Runtime::send`, `somna send`) only once it is flushed, so an
     /// acknowledged input survives a process kill and power loss (group commit). `false`
     /// acknowledges as soon as the input is in sled's in-memory log: faster, but a kill within
-    /// `flush_every` can lose it.
+    /// `flush_every` can lose it. (A Postgres commit is durable when it returns.)
     pub durable_acks: bool,
+    /// The Postgres connection URL (`postgres://user:password@host:5432/db`) for
+    /// `backend = "postgres"`; never printed with its password.
+    pub url: DbUrl,
+    /// The Postgres schema that holds Somna's tables (created at open).
+    pub schema: String,
+    /// Postgres connections in the pool.
+    pub pool_size: u32,
 }
 
 impl Default for StoreConfig {
-    /// The built-in defaults: `./data`, flushed every 500 ms, durable acknowledgements.
+    /// The built-in defaults: sled in `./data`, flushed every 500 ms, durable acknowledgements;
+    /// for Postgres, schema `somna` and 8 connections.
     fn default() -> Self {
         StoreConfig {
+            backend: StoreBackend::Sled,
             path: PathBuf::from("data"),
             flush_every: Duration::from_millis(500),
             durable_acks: true,
+            url: DbUrl::default(),
+            schema: "somna".to_string(),
+            pool_size: 8,
         }
     }
 }
@@ -625,4 +739,35 @@ pub struct AgentConfig {
     pub memory: MemoryConfig,
     /// Host-defined tools this agent may call.
     pub tools: Vec<ToolSpec>,
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn urls_never_show_their_password() {
+        for (url, shown) in [
+            (
+                "postgres://somna:hunter2@db:5432/agents",
+                "postgres://somna:***@db:5432/agents",
+            ),
+            ("postgres://somna@db/agents", "postgres://somna@db/agents"),
+            (
+                "postgresql://u:p%40ss@h/d?sslmode=require&password=hunter2",
+                "postgresql://u:***@h/d?sslmode=require&password=***",
+            ),
+            (
+                "host=db user=somna password=hunter2 dbname=agents",
+                "host=db user=somna password=*** dbname=agents",
+            ),
+            ("", ""),
+        ] {
+            let url = DbUrl::new(url);
+            assert_eq!(url.redacted(), shown);
+            assert_eq!(format!("{url}"), shown);
+            assert!(!format!("{url:?}").contains("hunter2"));
+            assert!(!serde_json::to_string(&url).unwrap().contains("hunter2"));
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{
     AgentDefaults, BUILTIN_TOOLS, CacheHint, CompactionConfig, LlmConfig, MIN_CONTEXT_TOKENS,
-    Provider, RuntimeSection, StoreConfig, ToolSpec,
+    Provider, RuntimeSection, StoreBackend, StoreConfig, ToolSpec,
 };
 
 /// One problem: the key, relative to the checked table, and what is wrong.
@@ -369,6 +369,48 @@ pub(crate) fn check_store(store: &StoreConfig) -> Vec<Finding> {
     }
     if store.flush_every.is_zero() {
         findings.push(finding("flush_every", "must be above zero"));
+    }
+    if store.pool_size == 0 {
+        findings.push(finding("pool_size", "must be at least 1"));
+    }
+    let schema_ok = store
+        .schema
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && store.schema.len() <= 63
+        && store
+            .schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !schema_ok {
+        findings.push(finding(
+            "schema",
+            &format!(
+                "must be a plain Postgres identifier (lower-case letters, digits and _, not \
+                 starting with a digit, at most 63 characters), got {:?}",
+                store.schema
+            ),
+        ));
+    }
+    match store.backend {
+        StoreBackend::Postgres if store.url.is_empty() => findings.push(finding(
+            "url",
+            "must be set when backend = \"postgres\" (postgres://user@host:5432/database)",
+        )),
+        StoreBackend::Postgres
+            if !(store.url.expose().starts_with("postgres://")
+                || store.url.expose().starts_with("postgresql://")) =>
+        {
+            findings.push(finding(
+                "url",
+                &format!(
+                    "must start with postgres:// or postgresql://, got {}",
+                    store.url.redacted()
+                ),
+            ))
+        }
+        _ => {}
     }
     findings
 }
