@@ -13,12 +13,16 @@
 //! `cargo bench -p somna-runtime --bench prefix` prints one table per window (32,768 with no
 //! compaction during the 200 turns; 4,096, which compacts on the way: the turns right after a
 //! compaction are reported apart).
+//!
+//! With `SOMNA_PREFIX_DUMP=DIR` it also writes the requests of both layouts, one JSON array of
+//! messages per line (`DIR/<window>-now.jsonl`, `DIR/<window>-before.jsonl`), which
+//! `scripts/prefill.py` replays against a real server to measure its prefill per turn.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use somna_core::config::{AgentConfig, LlmConfig};
+use somna_core::config::AgentConfig;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, Role, Timestamp};
 use somna_llm::{
@@ -217,6 +221,9 @@ fn run(window: u32) -> (Vec<Turn>, Vec<Turn>) {
         }
     }
     let requests = recording.chats.lock().unwrap().clone();
+    if let Some(dir) = std::env::var_os("SOMNA_PREFIX_DUMP") {
+        dump(std::path::Path::new(&dir), window, &requests);
+    }
     let counter = TokenCounter::for_model("gpt-4o");
     let mut new = Vec::new();
     let mut old = Vec::new();
@@ -243,6 +250,39 @@ fn run(window: u32) -> (Vec<Turn>, Vec<Turn>) {
     (new, old)
 }
 
+/// Writes the requests in both layouts as JSON lines (see the module docs).
+fn dump(dir: &std::path::Path, window: u32, requests: &[ChatRequest]) {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir).unwrap();
+    let as_json = |messages: &[ChatMessage]| {
+        serde_json::Value::Array(
+            messages
+                .iter()
+                .map(|m| {
+                    let mut v = serde_json::json!({"role": m.role.as_str(), "content": m.content});
+                    if let Some(name) = &m.name {
+                        v["name"] = name.clone().into();
+                    }
+                    v
+                })
+                .collect(),
+        )
+    };
+    for (layout, old) in [("now", false), ("before", true)] {
+        let path = dir.join(format!("{window}-{layout}.jsonl"));
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for r in requests {
+            let messages = if old {
+                old_layout(&r.messages)
+            } else {
+                r.messages.clone()
+            };
+            writeln!(f, "{}", as_json(&messages)).unwrap();
+        }
+        println!("wrote {} requests to {}", requests.len(), path.display());
+    }
+}
+
 fn summarize(label: &str, turns: &[Turn]) {
     let steady: Vec<&Turn> = turns.iter().filter(|t| !t.after_compaction).collect();
     let across: Vec<&Turn> = turns.iter().filter(|t| t.after_compaction).collect();
@@ -262,7 +302,7 @@ fn summarize(label: &str, turns: &[Turn]) {
             None => outside.push((t.outside.clone(), 1)),
         }
     }
-    outside.sort_by(|a, b| b.1.cmp(&a.1));
+    outside.sort_by_key(|o| std::cmp::Reverse(o.1));
     let short = |kind: &str| {
         if kind.len() > 60 {
             format!("{}… ({} messages)", &kind[..40], kind.split(' ').count())
