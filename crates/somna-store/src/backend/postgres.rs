@@ -1031,3 +1031,187 @@ async fn rollback_or_discard(client: Object, target: &str) {
         let _ = Object::take(client);
     }
 }
+
+/// The backend against sled as the oracle: the same write sets (conflicts included) and the same
+/// scans must give the same answers. Skipped (with a line saying so) without `SOMNA_TEST_PG_URL`.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::print_stdout)]
+mod tests {
+    use std::ops::Bound;
+
+    use crate::backend::{Batch, Tree};
+    use crate::store::{Store, TreeId, WriteSet};
+
+    fn stores() -> Option<(Store, Store)> {
+        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+            println!("skipped: SOMNA_TEST_PG_URL is unset");
+            return None;
+        };
+        Some((
+            Store::temporary().unwrap(),
+            Store::temporary_postgres(&url).unwrap(),
+        ))
+    }
+
+    /// xorshift64*: reproducible without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        }
+    }
+
+    fn contents(tree: &Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
+        tree.iter()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                (k.to_vec(), v.to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn write_sets_match_sled_including_conflicts() {
+        let Some((sled, pg)) = stores() else { return };
+        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        let trees = [TreeId::History, TreeId::Archive];
+        let tree_of = |s: &Store, t: TreeId| match t {
+            TreeId::History => s.inner.trees.history.clone(),
+            _ => s.inner.trees.archive.clone(),
+        };
+        let (mut committed, mut conflicts) = (0, 0);
+        for round in 0..300 {
+            let mut writes = WriteSet::default();
+            for seq in 0..1 + rng.below(12) {
+                let tree = trees[rng.below(2) as usize];
+                let key = b"a\0k"
+                    .iter()
+                    .copied()
+                    .chain([rng.below(6) as u8])
+                    .collect();
+                let value = vec![b'v', rng.below(3) as u8];
+                match rng.below(5) {
+                    0 => writes.put(tree, key, value),
+                    1 | 2 => writes.create(tree, key, value, seq),
+                    3 => {
+                        // Mostly the value that is there now (so that long write sets can succeed).
+                        let now = tree_of(&sled, tree).get(&key).unwrap();
+                        let expect = match now {
+                            Some(v) if rng.below(4) > 0 => v,
+                            _ => value.into(),
+                        };
+                        writes.take(tree, key, expect, seq)
+                    }
+                    _ => writes.delete(tree, key),
+                }
+            }
+            let a = sled.apply(&writes).unwrap();
+            let b = pg.apply(&writes).unwrap();
+            assert_eq!(a, b, "round {round}");
+            if a.is_ok() {
+                committed += 1;
+            } else {
+                conflicts += 1;
+            }
+            for t in trees {
+                assert_eq!(
+                    contents(&tree_of(&sled, t)),
+                    contents(&tree_of(&pg, t)),
+                    "round {round}, {t:?}"
+                );
+            }
+        }
+        println!("{committed} write sets committed, {conflicts} conflicts");
+        assert!(committed > 30 && conflicts > 30, "{committed} {conflicts}");
+    }
+
+    #[test]
+    fn scans_match_sled_in_both_directions_across_pages() {
+        let Some((sled, pg)) = stores() else { return };
+        let key = |i: u32| [b"p".as_slice(), &(i * 3).to_be_bytes()].concat();
+        for store in [&sled, &pg] {
+            let mut batch = Batch::default();
+            for i in 0..700u32 {
+                batch.insert(key(i), i.to_le_bytes());
+            }
+            batch.insert(b"q\xff\xff", b"after");
+            batch.insert(b"p", b"prefix itself");
+            store.inner.trees.terms.apply_batch(batch).unwrap();
+        }
+        let (s, p) = (&sled.inner.trees.terms, &pg.inner.trees.terms);
+        let bounds = |lo: u32, hi: u32| {
+            [
+                (Bound::Unbounded, Bound::Unbounded),
+                (Bound::Included(key(lo)), Bound::Excluded(key(hi))),
+                (Bound::Excluded(key(lo)), Bound::Included(key(hi))),
+                (Bound::Included(key(lo)), Bound::Unbounded),
+                (Bound::Unbounded, Bound::Excluded(key(hi))),
+                // Between stored keys.
+                (
+                    Bound::Included([key(lo), vec![0]].concat()),
+                    Bound::Included([key(hi), vec![0]].concat()),
+                ),
+                (Bound::Included(key(hi)), Bound::Excluded(key(lo))),
+            ]
+        };
+        // `take` turns a scan that never ends into a failure instead of a hang.
+        let collect = |it: super::super::Iter| -> Vec<Vec<u8>> {
+            it.take(5_000).map(|r| r.unwrap().0.to_vec()).collect()
+        };
+        for (lo, hi) in [(0, 699), (10, 20), (5, 600), (300, 301), (0, 0)] {
+            for range in bounds(lo, hi) {
+                let forward = collect(s.range(range.clone()));
+                assert_eq!(forward, collect(p.range(range.clone())), "{range:?}");
+                let backward: Vec<_> = s
+                    .range(range.clone())
+                    .rev()
+                    .take(5_000)
+                    .map(|r| r.unwrap().0.to_vec())
+                    .collect();
+                let pg_backward: Vec<_> = p
+                    .range(range.clone())
+                    .rev()
+                    .take(5_000)
+                    .map(|r| r.unwrap().0.to_vec())
+                    .collect();
+                assert_eq!(backward, pg_backward, "{range:?}");
+                // Alternating ends (in runs of 1..=70) meet without losing or repeating a key.
+                for run in [1, 7, 33, 70] {
+                    let mut it = p.range(range.clone());
+                    let (mut front, mut back) = (Vec::new(), Vec::new());
+                    'outer: for _ in 0..5_000 {
+                        for _ in 0..run {
+                            match it.next() {
+                                Some(r) => front.push(r.unwrap().0.to_vec()),
+                                None => break 'outer,
+                            }
+                        }
+                        for _ in 0..run {
+                            match it.next_back() {
+                                Some(r) => back.push(r.unwrap().0.to_vec()),
+                                None => break 'outer,
+                            }
+                        }
+                    }
+                    assert!(it.next().is_none() && it.next_back().is_none());
+                    back.reverse();
+                    front.extend(back);
+                    assert_eq!(front, forward, "{range:?}, runs of {run}");
+                }
+            }
+        }
+        for prefix in [b"p".as_slice(), b"p\0\0\x01", b"q\xff", b"", b"\xff"] {
+            assert_eq!(
+                collect(s.scan_prefix(prefix)),
+                collect(p.scan_prefix(prefix)),
+                "{prefix:?}"
+            );
+        }
+        assert_eq!(s.get(&key(5)).unwrap(), p.get(&key(5)).unwrap());
+        assert_eq!(p.get(b"nope").unwrap(), None);
+    }
+}
