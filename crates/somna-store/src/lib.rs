@@ -46,4 +46,4 @@ pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
 pub use index::{ArchiveHit, DocKind, ScoredDoc};
 pub use somna_core::LoggedEvent;
-pub use store::{Store, StoreOptions};
+pub use store::{PostgresOptions, Store, StoreOptions};

@@ -19,6 +19,7 @@ use somna_core::config::{AgentOverrides, StoreConfig};
 use somna_core::tokens::Calibration;
 use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
 
+use crate::backend::postgres::{self, PgDb};
 use crate::backend::sled::SledDb;
 use crate::backend::{Bytes, Db, Tree};
 use crate::codec;
@@ -48,6 +49,26 @@ impl From<&StoreConfig> for StoreOptions {
     fn from(config: &StoreConfig) -> Self {
         StoreOptions {
             flush_every: config.flush_every,
+        }
+    }
+}
+
+/// How to open a [`Store`] on Postgres ([`Store::open_postgres`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// The Postgres schema holding the store's tables (created if missing): 1 to 63 lowercase
+    /// letters, digits or `_`, not starting with a digit or `pg_`.
+    pub schema: String,
+    /// The most connections the store opens at once; above zero.
+    pub pool_size: usize,
+}
+
+impl Default for PostgresOptions {
+    /// Schema `somna`, 8 connections.
+    fn default() -> Self {
+        PostgresOptions {
+            schema: "somna".to_string(),
+            pool_size: 8,
         }
     }
 }
@@ -271,6 +292,36 @@ impl Store {
     /// drops (tests, examples).
     pub fn temporary() -> Result<Store> {
         Self::from_db(Db::Sled(SledDb::temporary()?))
+    }
+
+    /// Opens (or creates) a store in a Postgres database: `url` is a
+    /// `postgres://user:password@host:port/database` URL (or a libpq `key=value` string); the
+    /// store's tables live in `options.schema`, created and migrated at open (migrations are safe
+    /// when several processes open at once). Like a sled directory, a schema is open in one process
+    /// at a time: the store holds an advisory lock on it in a session of its own, and an open waits
+    /// up to 5 s for another holder, then fails with a [`StorageError`](crate::StorageError) that
+    /// `is_locked`. Errors name the host, port and database, never the password.
+    pub fn open_postgres(url: &str, options: PostgresOptions) -> Result<Store> {
+        let db = PgDb::open(url, &options.schema, options.pool_size, false)?;
+        Self::from_db(Db::Postgres(db))
+    }
+
+    /// A store in a fresh, uniquely named schema of the Postgres database at `url`, dropped (best
+    /// effort) when the last handle drops (tests).
+    pub fn temporary_postgres(url: &str) -> Result<Store> {
+        Self::temporary_postgres_in(url, &postgres::temporary_schema())
+    }
+
+    /// [`Store::open_postgres`] of `schema` (with 4 connections), dropping the schema (best effort)
+    /// when the last handle drops: tests that reopen a schema by name, then discard it.
+    pub fn temporary_postgres_in(url: &str, schema: &str) -> Result<Store> {
+        let db = PgDb::open(url, schema, 4, true)?;
+        Self::from_db(Db::Postgres(db))
+    }
+
+    /// The backend holding the data: `sled` or `postgres`.
+    pub fn backend_name(&self) -> &'static str {
+        self.inner.db.kind()
     }
 
     pub(crate) fn from_db(db: Db) -> Result<Store> {

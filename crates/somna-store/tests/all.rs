@@ -2,6 +2,15 @@
 //! operation sequences (proptest), and a crash test that SIGKILLs a writer process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+/// The backend the shared modules run against (tests/postgres.rs runs them on Postgres).
+const BACKEND: common::Backend = common::Backend::Sled;
+
+/// Tests that only make sense on sled (they open directories, damage sled files, test sled's
+/// flushing): compiled here, left out of tests/postgres.rs.
+macro_rules! sled_only {
+    ($($item:item)*) => { $($item)* };
+}
+
 // The modules live in tests/all/ so that Cargo does not build each one as its own test binary.
 
 #[path = "all/agents.rs"]

@@ -9,9 +9,12 @@
 //! of doing damage).
 //!
 //! - `sled.rs`: the embedded default, one sled database (the only code naming sled's API).
+//! - `postgres.rs`: one table per tree in a Postgres schema (the only code naming the Postgres
+//!   client).
 //!
 //! Values cross the boundary as [`Bytes`], a cheap reference-counted buffer.
 
+pub(crate) mod postgres;
 pub(crate) mod sled;
 
 use std::ops::{Bound, RangeBounds};
@@ -25,6 +28,8 @@ pub(crate) use self::sled::Bytes;
 pub(crate) enum Db {
     /// One sled database.
     Sled(self::sled::SledDb),
+    /// One Postgres schema.
+    Postgres(self::postgres::PgDb),
 }
 
 impl Db {
@@ -32,6 +37,7 @@ impl Db {
     pub(crate) fn tree(&self, name: &'static str) -> Result<Tree> {
         match self {
             Db::Sled(db) => Ok(Tree::Sled(db.tree(name)?)),
+            Db::Postgres(db) => Ok(Tree::Postgres(db.tree(name)?)),
         }
     }
 
@@ -44,6 +50,7 @@ impl Db {
     ) -> Result<std::result::Result<(), Conflict>> {
         match self {
             Db::Sled(db) => db.apply(trees, writes),
+            Db::Postgres(db) => db.apply(writes),
         }
     }
 
@@ -51,6 +58,8 @@ impl Db {
     pub(crate) fn flush(&self) -> Result<usize> {
         match self {
             Db::Sled(db) => db.flush(),
+            // A Postgres commit is durable when it returns.
+            Db::Postgres(_) => Ok(0),
         }
     }
 
@@ -58,6 +67,7 @@ impl Db {
     pub(crate) fn size_on_disk(&self) -> Result<u64> {
         match self {
             Db::Sled(db) => db.size_on_disk(),
+            Db::Postgres(db) => db.size_on_disk(),
         }
     }
 
@@ -65,6 +75,7 @@ impl Db {
     pub(crate) fn was_recovered(&self) -> bool {
         match self {
             Db::Sled(db) => db.was_recovered(),
+            Db::Postgres(db) => db.was_recovered(),
         }
     }
 
@@ -72,6 +83,7 @@ impl Db {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Db::Sled(_) => "sled",
+            Db::Postgres(_) => "postgres",
         }
     }
 }
@@ -81,6 +93,8 @@ impl Db {
 pub(crate) enum Tree {
     /// A sled tree.
     Sled(::sled::Tree),
+    /// A Postgres table.
+    Postgres(self::postgres::PgTree),
 }
 
 /// Key bounds of a scan, owned.
@@ -95,6 +109,7 @@ impl Tree {
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         match self {
             Tree::Sled(t) => Ok(t.get(key)?),
+            Tree::Postgres(t) => t.get(key),
         }
     }
 
@@ -103,6 +118,7 @@ impl Tree {
         let bounds = owned_bounds(range);
         match self {
             Tree::Sled(t) => Iter::Sled(t.range(bounds)),
+            Tree::Postgres(t) => Iter::Postgres(t.range(bounds)),
         }
     }
 
@@ -110,6 +126,7 @@ impl Tree {
     pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         match self {
             Tree::Sled(t) => Iter::Sled(t.scan_prefix(prefix)),
+            Tree::Postgres(t) => Iter::Postgres(t.scan_prefix(prefix.as_ref())),
         }
     }
 
@@ -137,6 +154,7 @@ impl Tree {
                 }
                 Ok(t.apply_batch(b)?)
             }
+            Tree::Postgres(t) => t.apply_batch(batch),
         }
     }
 }
@@ -164,6 +182,8 @@ impl Batch {
 pub(crate) enum Iter {
     /// A sled scan.
     Sled(::sled::Iter),
+    /// A paged Postgres scan.
+    Postgres(self::postgres::PgIter),
 }
 
 impl Iterator for Iter {
@@ -172,6 +192,7 @@ impl Iterator for Iter {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             Iter::Sled(it) => it.next().map(|r| r.map_err(Into::into)),
+            Iter::Postgres(it) => it.next(),
         }
     }
 }
@@ -180,6 +201,7 @@ impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
         match self {
             Iter::Sled(it) => it.next_back().map(|r| r.map_err(Into::into)),
+            Iter::Postgres(it) => it.next_back(),
         }
     }
 }

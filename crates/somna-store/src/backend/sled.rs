@@ -89,17 +89,21 @@ impl SledDb {
         writes: &WriteSet,
     ) -> Result<std::result::Result<(), Conflict>> {
         let sled_tree = |t: &Tree| match t {
-            Tree::Sled(t) => t.clone(),
+            Tree::Sled(t) => Ok(t.clone()),
+            Tree::Postgres(_) => Err(StoreError::Storage(StorageError::new(
+                StorageErrorKind::Other,
+                std::io::Error::other("a sled database was given trees of another backend"),
+            ))),
         };
         let result = (
-            &sled_tree(&trees.agents),
-            &sled_tree(&trees.history),
-            &sled_tree(&trees.archive),
-            &sled_tree(&trees.journal),
-            &sled_tree(&trees.journal_by_source),
-            &sled_tree(&trees.memory),
-            &sled_tree(&trees.events),
-            &sled_tree(&trees.undo),
+            &sled_tree(&trees.agents)?,
+            &sled_tree(&trees.history)?,
+            &sled_tree(&trees.archive)?,
+            &sled_tree(&trees.journal)?,
+            &sled_tree(&trees.journal_by_source)?,
+            &sled_tree(&trees.memory)?,
+            &sled_tree(&trees.events)?,
+            &sled_tree(&trees.undo)?,
         )
             .transaction(
                 |(agents, history, archive, journal, by_source, memory, events, undo)| {

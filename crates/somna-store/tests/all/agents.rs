@@ -11,7 +11,7 @@ use crate::common::*;
 
 #[test]
 fn create_then_already_exists() {
-    let store = Store::temporary().unwrap();
+    let store = temporary_store!();
     let id = agent("blacksmith");
     assert_eq!(store.agent(&id).unwrap(), None);
     let record = store.create_agent(&id, NOW).unwrap();
@@ -30,7 +30,7 @@ fn create_then_already_exists() {
 
 #[test]
 fn ensure_agent_creates_once_and_then_loads() {
-    let store = Store::temporary().unwrap();
+    let store = temporary_store!();
     let id = agent("innkeeper");
     let first = store.ensure_agent(&id, NOW).unwrap();
     append_n(&store, &id, 3);
@@ -42,7 +42,7 @@ fn ensure_agent_creates_once_and_then_loads() {
 
 #[test]
 fn agents_lists_every_record_in_id_order() {
-    let store = Store::temporary().unwrap();
+    let store = temporary_store!();
     for name in ["zed", "alice", "bob"] {
         store.create_agent(&agent(name), NOW).unwrap();
     }
@@ -57,7 +57,7 @@ fn agents_lists_every_record_in_id_order() {
 
 #[test]
 fn overrides_calibration_and_retire_are_persisted() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let overrides = AgentOverrides {
         model: Some("gpt-4o-mini".into()),
         tick_every: Some(Duration::from_secs(2)),
@@ -84,7 +84,7 @@ fn overrides_calibration_and_retire_are_persisted() {
 
 #[test]
 fn unknown_agents_are_errors_for_writes_and_counters() {
-    let store = Store::temporary().unwrap();
+    let store = temporary_store!();
     let id = agent("ghost");
     assert!(matches!(
         store.append(&id, msg(0), NOW),
@@ -107,6 +107,8 @@ fn unknown_agents_are_errors_for_writes_and_counters() {
     assert!(store.events(&id, 10).unwrap().is_empty());
 }
 
+// Reopens a sled directory (the Postgres binary reopens a schema in postgres/backend.rs).
+sled_only! {
 #[test]
 fn reopening_keeps_records_counters_and_data() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,4 +141,5 @@ fn reopening_keeps_records_counters_and_data() {
     );
     assert_eq!(record.compaction_count, 1);
     assert_clean(&store, &id);
+}
 }

@@ -10,7 +10,7 @@ fn key(seq: u64) -> Vec<u8> {
 
 #[test]
 fn a_clean_agent_reports_its_counts() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 12);
     store
         .commit_compaction(&id, &commit_for(&all[..6], "six", NOW))
@@ -31,6 +31,8 @@ fn a_clean_agent_reports_its_counts() {
     );
 }
 
+// Damages sled files directly.
+sled_only! {
 #[test]
 fn damage_is_reported() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,4 +68,5 @@ fn damage_is_reported() {
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let report = store.check_invariants(&id).unwrap();
     insta::assert_snapshot!(report.to_string());
+}
 }

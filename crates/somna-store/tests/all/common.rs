@@ -10,13 +10,86 @@ use somna_store::{CompactionCommit, Store};
 /// A fixed "now" so stored values are reproducible.
 pub const NOW: Timestamp = Timestamp(1_790_000_000_000);
 
-/// A temporary store with one agent, `npc`.
-pub fn store_with_agent() -> (Store, AgentId) {
-    let store = Store::temporary().unwrap();
+/// The backend a test binary runs the shared tests against (`crate::BACKEND`, set by each binary's
+/// root: tests/all.rs for sled, tests/postgres.rs for Postgres).
+// Each binary constructs one of the variants.
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sled,
+    Postgres,
+}
+
+/// The variable naming the Postgres database of the Postgres tests, e.g.
+/// `postgres://postgres@127.0.0.1:5432/test`; unset, they are skipped.
+pub const PG_URL: &str = "SOMNA_TEST_PG_URL";
+
+/// The Postgres URL of the tests, or `None` (after printing that the test is skipped).
+pub fn pg_url() -> Option<String> {
+    match std::env::var(PG_URL) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            println!("skipped: {PG_URL} is unset");
+            None
+        }
+    }
+}
+
+/// A schema name no other test uses (for tests that open a Postgres schema by name; the last
+/// handle is opened with `Store::temporary_postgres_in`, which drops the schema).
+pub fn unique_schema(what: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "somna_test_{what}_{}_{nanos}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A temporary store on the binary's backend; `None` when the backend is Postgres and
+/// `SOMNA_TEST_PG_URL` is unset (use the `temporary_store!` macro, which returns from the test).
+pub fn try_temporary_store() -> Option<Store> {
+    match crate::BACKEND {
+        Backend::Sled => Some(Store::temporary().unwrap()),
+        Backend::Postgres => Some(Store::temporary_postgres(&pg_url()?).unwrap()),
+    }
+}
+
+/// A temporary store with one agent, `npc` (see [`try_temporary_store`]).
+pub fn try_store_with_agent() -> Option<(Store, AgentId)> {
+    let store = try_temporary_store()?;
     let id = agent("npc");
     store.create_agent(&id, NOW).unwrap();
-    (store, id)
+    Some((store, id))
 }
+
+/// A temporary store on the binary's backend, or a return from the test (skipped) when there is
+/// none.
+macro_rules! temporary_store {
+    () => {
+        match $crate::common::try_temporary_store() {
+            Some(store) => store,
+            None => return,
+        }
+    };
+}
+pub(crate) use temporary_store;
+
+/// `(store, id)`: a temporary store with one agent, `npc`, or a return from the test (skipped).
+macro_rules! store_with_agent {
+    () => {
+        match $crate::common::try_store_with_agent() {
+            Some(pair) => pair,
+            None => return,
+        }
+    };
+}
+pub(crate) use store_with_agent;
 
 /// An agent id.
 pub fn agent(name: &str) -> AgentId {

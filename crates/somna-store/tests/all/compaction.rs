@@ -7,7 +7,7 @@ use crate::common::*;
 
 #[test]
 fn commit_moves_covered_messages_to_the_archive() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 40);
     let before = store.usage_tokens(&id).unwrap();
     let commit = commit_for(&all[..25], "the road to the smithy", NOW);
@@ -70,7 +70,7 @@ fn commit_moves_covered_messages_to_the_archive() {
 
 #[test]
 fn messages_appended_after_the_plan_survive() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let commit = commit_for(&all[..20], "planned", NOW);
     // While the summary was being written, the agent kept talking.
@@ -89,7 +89,7 @@ fn messages_appended_after_the_plan_survive() {
 
 #[test]
 fn a_changed_covered_message_is_a_conflict_and_changes_nothing() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let mut covered = all[..20].to_vec();
     covered[7].content.push_str(" (edited)");
@@ -106,7 +106,7 @@ fn a_changed_covered_message_is_a_conflict_and_changes_nothing() {
 
 #[test]
 fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let plan = commit_for(&all[5..20], "planned before the masking", NOW);
     // Another writer masked message 12 after the plan was made.
@@ -122,7 +122,7 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     assert_eq!(snapshot(&store, &id), before);
 
     // An earlier compaction took messages 0..10: a plan covering 5..20 finds 5 gone.
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let late_plan = commit_for(&all[5..20], "late", NOW);
     store
@@ -140,7 +140,7 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
 
 #[test]
 fn an_uncovered_message_inside_the_run_is_a_conflict() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     // The plan skips message 9: the summary would replace a run with a hole in it.
     let mut covered = all[..20].to_vec();
@@ -158,7 +158,7 @@ fn an_uncovered_message_inside_the_run_is_a_conflict() {
 
 #[test]
 fn malformed_commits_are_errors() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
     let good = commit_for(&all[..5], "ok", NOW);
 
@@ -212,7 +212,7 @@ fn malformed_commits_are_errors() {
 
 #[test]
 fn rolling_compaction_folds_and_uncompaction_unfolds() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 50);
     let original_history = store.history(&id).unwrap();
     store
@@ -299,7 +299,7 @@ fn rolling_compaction_folds_and_uncompaction_unfolds() {
 
 #[test]
 fn masking_archives_originals_and_rejects_non_normal_targets() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
     let before = store.usage_tokens(&id).unwrap();
     let placeholders = vec![masked_of(&all[6]), masked_of(&all[2])];
@@ -379,7 +379,7 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
 
 #[test]
 fn a_compaction_over_masked_placeholders_restores_them_on_undo() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 20);
     store
         .commit_masking(&id, vec![masked_of(&all[0]), masked_of(&all[4])], NOW)
@@ -408,7 +408,7 @@ fn a_compaction_over_masked_placeholders_restores_them_on_undo() {
 
 #[test]
 fn uncompact_of_something_that_is_not_a_summary_is_not_found() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
     assert_eq!(
         store.uncompact(&id, 3, NOW).unwrap(),

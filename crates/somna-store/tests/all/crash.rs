@@ -5,7 +5,9 @@
 //! must be clean, and every message acknowledged so far must be there (in live history or the
 //! archive) exactly once, with its content.
 //!
-//! `SOMNA_CRASH_KILLS` sets the number of kills (default 60); `SOMNA_CRASH_SEED` replays a run.
+//! `SOMNA_CRASH_KILLS` sets the number of kills (default 60 on sled, 100 on Postgres);
+//! `SOMNA_CRASH_SEED` replays a run. In the Postgres test binary the child and the checks use a
+//! fresh Postgres schema of `SOMNA_TEST_PG_URL` instead of a directory (the child is told its name).
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -17,12 +19,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use somna_core::{AgentId, JournalEntry, Message, MessageKind, SourceType};
-use somna_store::{CommitOutcome, Store, StoreOptions};
+use somna_store::{CommitOutcome, PostgresOptions, Store, StoreOptions};
 
 use crate::common::*;
 
 /// Set in the child's environment: the database directory.
 const CHILD_DIR: &str = "SOMNA_STORE_CRASH_CHILD_DIR";
+/// Set in the child's environment instead of the directory: the Postgres schema (the URL is
+/// `SOMNA_TEST_PG_URL`).
+const CHILD_PG_SCHEMA: &str = "SOMNA_STORE_CRASH_CHILD_PG_SCHEMA";
 /// Set in the child's environment: the child's random seed.
 const CHILD_SEED: &str = "SOMNA_STORE_CRASH_CHILD_SEED";
 /// The prefix of the child's stdout line for a durable (acknowledged) message: `ACK seq content`.
@@ -87,21 +92,35 @@ fn rng(seed: u64) -> TestRng {
 /// once: it only does work as the child process of `sigkill_during_writes_never_breaks_invariants`.
 #[test]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return;
-    };
     let seed = std::env::var(CHILD_SEED)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    child_loop(Path::new(&dir), seed);
+    if let Ok(schema) = std::env::var(CHILD_PG_SCHEMA) {
+        let url = std::env::var(PG_URL).unwrap();
+        return child_loop(seed, |_| {
+            Store::open_postgres(
+                &url,
+                PostgresOptions {
+                    schema,
+                    pool_size: 2,
+                },
+            )
+        });
+    }
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return;
+    };
+    child_loop(seed, |flush_every| {
+        Store::open(Path::new(&dir), StoreOptions { flush_every })
+    });
 }
 
 /// Writes until killed.
-fn child_loop(dir: &Path, seed: u64) {
+fn child_loop(seed: u64, open: impl FnOnce(Duration) -> somna_store::Result<Store>) {
     let mut rng = rng(seed);
     let flush_every = Duration::from_millis([5, 50, 500][rng.random_range(0..3usize)]);
-    let store = Store::open(dir, StoreOptions { flush_every }).unwrap();
+    let store = open(flush_every).unwrap();
     let id = agent("crash");
     store.ensure_agent(&id, NOW).unwrap();
     for op in 0u64.. {
@@ -167,12 +186,88 @@ fn child_loop(dir: &Path, seed: u64) {
     }
 }
 
+/// Where the crash test's database lives: a directory (sled) or a Postgres schema.
+enum Target {
+    Dir(tempfile::TempDir),
+    /// A fresh schema, dropped by the last open after a successful run.
+    Postgres {
+        url: String,
+        schema: String,
+    },
+}
+
+impl Target {
+    /// The target of this test binary; `None` on Postgres without `SOMNA_TEST_PG_URL`.
+    fn new() -> Option<Target> {
+        Some(match crate::BACKEND {
+            Backend::Sled => Target::Dir(
+                tempfile::Builder::new()
+                    .prefix("somna-crash-")
+                    .tempdir()
+                    .unwrap(),
+            ),
+            Backend::Postgres => {
+                let url = pg_url()?;
+                Target::Postgres {
+                    url,
+                    schema: unique_schema("crash"),
+                }
+            }
+        })
+    }
+
+    fn open(&self) -> somna_store::Result<Store> {
+        match self {
+            Target::Dir(dir) => Store::open(dir.path(), StoreOptions::default()),
+            Target::Postgres { url, schema } => Store::open_postgres(
+                url,
+                PostgresOptions {
+                    schema: schema.clone(),
+                    pool_size: 2,
+                },
+            ),
+        }
+    }
+
+    /// Tells the child where the database is.
+    fn tell(&self, child: &mut Command) {
+        match self {
+            Target::Dir(dir) => child.env(CHILD_DIR, dir.path()),
+            Target::Postgres { schema, .. } => child.env(CHILD_PG_SCHEMA, schema),
+        };
+    }
+
+    /// The last open, after a successful run: a schema is dropped with this handle.
+    fn open_last(&self) -> somna_store::Result<Store> {
+        match self {
+            Target::Dir(_) => self.open(),
+            Target::Postgres { url, schema } => Store::temporary_postgres_in(url, schema),
+        }
+    }
+
+    /// Keeps the database for inspection (after a failure); says where it is.
+    fn keep(self) -> String {
+        match self {
+            Target::Dir(dir) => format!("the database is kept in {}", dir.keep().display()),
+            Target::Postgres { schema, .. } => {
+                format!("the database is kept in Postgres schema {schema}")
+            }
+        }
+    }
+}
+
 #[test]
 fn sigkill_during_writes_never_breaks_invariants() {
+    let Some(target) = Target::new() else {
+        return;
+    };
     let kills: u32 = std::env::var("SOMNA_CRASH_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(match crate::BACKEND {
+            Backend::Sled => 60,
+            Backend::Postgres => 100,
+        });
     let seed: u64 = std::env::var("SOMNA_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -182,16 +277,15 @@ fn sigkill_during_writes_never_breaks_invariants() {
                 .unwrap()
                 .as_nanos() as u64
         });
-    println!("crash test: seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills");
+    println!(
+        "crash test ({:?}): seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills",
+        crate::BACKEND
+    );
     let mut rng = rng(seed);
-    let dir = tempfile::Builder::new()
-        .prefix("somna-crash-")
-        .tempdir()
-        .unwrap();
-    // On a failure the directory is kept for inspection and its path printed.
-    let fail = |dir: tempfile::TempDir, message: String| -> ! {
-        let kept = dir.keep();
-        panic!("{message}\n(the database is kept in {})", kept.display());
+    // On a failure the database is kept for inspection and its place printed.
+    let fail = |target: Target, message: String| -> ! {
+        let kept = target.keep();
+        panic!("{message}\n({kept})");
     };
     let exe = std::env::current_exe().unwrap();
     let id = agent("crash");
@@ -201,14 +295,15 @@ fn sigkill_during_writes_never_breaks_invariants() {
     let mut acks = 0usize;
 
     for round in 0..kills {
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        target.tell(&mut command);
+        let mut child = command
             .args([
                 "crash::crash_child",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(CHILD_DIR, dir.path())
             .env(CHILD_SEED, rng.random::<u64>().to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -235,17 +330,17 @@ fn sigkill_during_writes_never_breaks_invariants() {
             .unwrap();
         if status.signal() != Some(9) {
             fail(
-                dir,
+                target,
                 format!(
                     "round {round}: the child ended on its own ({status}) before the kill:\n{stderr}"
                 ),
             );
         }
 
-        let store = match Store::open(dir.path(), StoreOptions::default()) {
+        let store = match target.open() {
             Ok(store) => store,
             Err(e) => fail(
-                dir,
+                target,
                 format!(
                     "round {round} (seed {seed}): the database does not open after a kill: {e}"
                 ),
@@ -255,20 +350,20 @@ fn sigkill_during_writes_never_breaks_invariants() {
             Ok(n) => acks += n,
             Err(e) => {
                 drop(store);
-                fail(dir, format!("round {round} (seed {seed}): {e}"));
+                fail(target, format!("round {round} (seed {seed}): {e}"));
             }
         }
         if let Some(record) = store.agent(&id).unwrap() {
             let report = store.check_invariants(&id).unwrap();
             if !report.is_ok() {
                 drop(store);
-                fail(dir, format!("round {round} (seed {seed}): {report}"));
+                fail(target, format!("round {round} (seed {seed}): {report}"));
             }
             let problems = missing_acks(&store, &id, &acked);
             if !problems.is_empty() {
                 drop(store);
                 fail(
-                    dir,
+                    target,
                     format!(
                         "round {round} (seed {seed}): {} of {} acknowledged messages:\n{}",
                         problems.len(),
@@ -283,7 +378,7 @@ fn sigkill_during_writes_never_breaks_invariants() {
             if record.next_seq < last_next_seq {
                 drop(store);
                 fail(
-                    dir,
+                    target,
                     format!(
                         "round {round}: next_seq went back from {last_next_seq} to {} (a recovered write was lost)",
                         record.next_seq
@@ -295,7 +390,7 @@ fn sigkill_during_writes_never_breaks_invariants() {
         }
     }
 
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let store = target.open_last().unwrap();
     let record = store
         .agent(&id)
         .unwrap()
@@ -320,6 +415,8 @@ fn sigkill_during_writes_never_breaks_invariants() {
     assert!(acks > 0, "no child acknowledged a message before its kill");
 }
 
+// sled-specific: sled files, locks and flushes.
+sled_only! {
 /// sled writes its snapshot to `snap.<lsn>.generating` and renames it once complete; a kill in
 /// between leaves a partial file that sled 0.34 picks as the newest snapshot and reports as
 /// corruption. `Store::open` removes such files and opens the database.
@@ -345,7 +442,10 @@ fn a_half_written_snapshot_left_by_a_kill_does_not_block_opening() {
     assert_eq!(store.history(&id).unwrap(), history);
     assert_clean(&store, &id);
 }
+}
 
+// sled-specific: sled files, locks and flushes.
+sled_only! {
 /// Reopening right after dropping the last handle works even though sled releases its file lock
 /// a moment after the drop.
 #[test]
@@ -362,7 +462,10 @@ fn reopening_at_once_waits_for_the_lock() {
         );
     }
 }
+}
 
+// sled-specific: sled files, locks and flushes.
+sled_only! {
 /// `flush_every` bounds what a kill can take of unacknowledged writes; zero (sled's "never") is
 /// refused, as in runtime.toml.
 #[test]
@@ -380,7 +483,10 @@ fn a_zero_flush_interval_is_refused() {
         "invalid store options: flush_every must be above zero"
     );
 }
+}
 
+// sled-specific: sled files, locks and flushes.
+sled_only! {
 /// `Store::durable` on an idle store runs one flush for the one waiter.
 #[test]
 fn durable_on_a_store_on_disk_flushes() {
@@ -392,4 +498,5 @@ fn durable_on_a_store_on_disk_flushes() {
     futures::executor::block_on(store.durable()).unwrap();
     let stats = store.group_commit_stats();
     assert_eq!((stats.flushes, stats.served), (1, 1));
+}
 }

@@ -6,7 +6,7 @@ use crate::common::*;
 
 #[test]
 fn events_get_increasing_seqs_and_read_newest_first() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let mut logged = Vec::new();
     for i in 0..5u64 {
         let event = if i % 2 == 0 {

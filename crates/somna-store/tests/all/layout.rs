@@ -92,7 +92,7 @@ fn views(store: &Store, id: &AgentId) -> Views {
 #[test]
 fn a_layout_1_database_reads_like_this_build_wrote_it() {
     let (_dir, old) = open_fixture();
-    let new = Store::temporary().unwrap();
+    let new = temporary_store!();
     let (npc, bard) = scenario(&new);
     for id in [&npc, &bard] {
         assert_eq!(views(&old, id), views(&new, id), "agent {id}");
@@ -107,7 +107,7 @@ fn a_layout_1_database_reads_like_this_build_wrote_it() {
 #[test]
 fn layout_1_summaries_fold_and_undo_like_layout_2_ones() {
     let (_dir, old) = open_fixture();
-    let new = Store::temporary().unwrap();
+    let new = temporary_store!();
     let (npc, bard) = scenario(&new);
     let later = Timestamp(NOW.0 + 100);
     let mut step = 0;

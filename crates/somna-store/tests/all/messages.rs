@@ -7,7 +7,7 @@ use crate::common::*;
 
 #[test]
 fn append_assigns_seq_and_created_at_and_counts_tokens() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let given = Timestamp(1_234);
     let a = store
         .append(&id, with_tokens(Message::user("hello")).at(given), NOW)
@@ -33,7 +33,7 @@ fn append_assigns_seq_and_created_at_and_counts_tokens() {
 
 #[test]
 fn append_batch_is_ordered_and_counted() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let stored = append_n(&store, &id, 100);
     assert_eq!(
         stored.iter().map(|m| m.seq).collect::<Vec<_>>(),
@@ -48,7 +48,7 @@ fn append_batch_is_ordered_and_counted() {
 
 #[test]
 fn only_normal_messages_can_be_appended() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let original = store.append(&id, msg(0), NOW).unwrap();
     let placeholder = masked_of(&original);
     assert!(matches!(
@@ -65,7 +65,7 @@ fn only_normal_messages_can_be_appended() {
 
 #[test]
 fn ranges_and_tails() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     assert_eq!(
         store.history_range(&id, 10, 5).unwrap(),
@@ -102,7 +102,7 @@ fn ranges_and_tails() {
 
 #[test]
 fn agents_with_prefix_ids_do_not_see_each_other() {
-    let (store, a) = store_with_agent();
+    let (store, a) = store_with_agent!();
     let b = agent("npc2");
     let c = agent("np");
     store.create_agent(&b, NOW).unwrap();
@@ -121,7 +121,7 @@ fn agents_with_prefix_ids_do_not_see_each_other() {
 
 #[test]
 fn concurrent_appends_keep_seqs_and_counters_consistent() {
-    let (store, id) = store_with_agent();
+    let (store, id) = store_with_agent!();
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {

@@ -1,0 +1,176 @@
+//! Postgres-only behaviour: reopening a schema, its size, the backend's name, and the time of a
+//! large compaction commit.
+
+use std::time::Instant;
+
+use somna_store::{CommitOutcome, PostgresOptions, Store, UncompactOutcome};
+
+use crate::common::*;
+
+#[test]
+fn reopening_a_schema_keeps_records_counters_and_data() {
+    let Some(url) = pg_url() else { return };
+    let options = PostgresOptions {
+        schema: unique_schema("reopen"),
+        pool_size: 2,
+    };
+    let id = agent("npc");
+    let (usage, history) = {
+        let store = Store::open_postgres(&url, options.clone()).unwrap();
+        assert_eq!(store.backend_name(), "postgres");
+        assert!(!store.was_recovered());
+        store.create_agent(&id, NOW).unwrap();
+        append_n(&store, &id, 25);
+        let history = store.history(&id).unwrap();
+        store
+            .commit_compaction(&id, &commit_for(&history[..10], "first ten turns", NOW))
+            .unwrap();
+        assert_eq!(store.flush().unwrap(), 0);
+        assert!(store.size_on_disk().unwrap() > 0);
+        (
+            store.usage_tokens(&id).unwrap(),
+            store.history(&id).unwrap(),
+        )
+    };
+    // The last handle drops the schema.
+    let store = Store::temporary_postgres_in(&url, &options.schema).unwrap();
+    assert!(store.was_recovered());
+    assert_eq!(store.usage_tokens(&id).unwrap(), usage);
+    assert_eq!(store.history(&id).unwrap(), history);
+    let record = store.agent(&id).unwrap().unwrap();
+    assert_eq!(
+        (record.next_seq, record.history_len, record.archive_len),
+        (25, 16, 10)
+    );
+    assert_clean(&store, &id);
+}
+
+/// Two processes (here: threads) opening a new schema at once: the migrations run once, and the
+/// second open waits for the first store's lock, then opens; while a store is open the schema is
+/// locked for others.
+#[test]
+fn a_schema_is_open_in_one_store_at_a_time() {
+    let Some(url) = pg_url() else { return };
+    let schema = unique_schema("lock");
+    let options = PostgresOptions {
+        schema: schema.clone(),
+        pool_size: 2,
+    };
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let opens: Vec<_> = (0..2)
+        .map(|i| {
+            let (url, options, barrier) = (url.clone(), options.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let store = Store::open_postgres(&url, options).unwrap();
+                let id = agent(&format!("a{i}"));
+                store.create_agent(&id, NOW).unwrap();
+                append_n(&store, &id, 5);
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            })
+        })
+        .collect();
+    for open in opens {
+        open.join().unwrap();
+    }
+    let store = Store::temporary_postgres_in(&url, &schema).unwrap();
+    assert_eq!(store.agents().unwrap().len(), 2);
+    let started = Instant::now();
+    let err = Store::open_postgres(&url, options).unwrap_err();
+    match &err {
+        somna_store::StoreError::Storage(e) => assert!(e.is_locked(), "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains(&schema), "{err}");
+    assert!(
+        started.elapsed().as_secs_f64() >= 4.9,
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn invalid_options_are_refused_before_connecting() {
+    for (schema, pool_size) in [("Somna", 8), ("", 8), ("pg_x", 8), ("a;b", 8), ("somna", 0)] {
+        let err = Store::open_postgres(
+            "postgres://nobody:pw@127.0.0.1:1/none",
+            PostgresOptions {
+                schema: schema.to_string(),
+                pool_size,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid postgres options"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_connection_failure_names_host_and_port_but_not_the_password() {
+    let err = Store::open_postgres(
+        "postgres://somna:hunter2secret@127.0.0.1:1/somna",
+        PostgresOptions::default(),
+    )
+    .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("127.0.0.1:1"), "{text}");
+    assert!(!text.contains("hunter2secret"), "{text}");
+    assert!(
+        matches!(err, somna_store::StoreError::Storage(_)),
+        "{err:?}"
+    );
+}
+
+/// A compaction commit covering 1,980 of 2,000 messages, and its undo, on both backends: printed
+/// (run with --nocapture), and bounded loosely so that a per-write round trip would fail it.
+#[test]
+fn a_commit_of_1980_messages_takes_milliseconds() {
+    let Some(url) = pg_url() else { return };
+    for (name, store) in [
+        ("sled", Store::temporary().unwrap()),
+        ("postgres", Store::temporary_postgres(&url).unwrap()),
+    ] {
+        let id = agent("compacted");
+        store.create_agent(&id, NOW).unwrap();
+        for chunk in 0..20 {
+            let start = chunk * 100;
+            store
+                .append_batch(&id, (start..start + 100).map(msg).collect(), NOW)
+                .unwrap();
+        }
+        let history = store.history(&id).unwrap();
+        let plan = commit_for(&history[..1_980], "nearly everything", NOW);
+        let mut commits = Vec::new();
+        let mut undos = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            let outcome = store.commit_compaction(&id, &plan).unwrap();
+            commits.push(start.elapsed());
+            assert!(
+                matches!(outcome, CommitOutcome::Committed { .. }),
+                "{outcome:?}"
+            );
+            let start = Instant::now();
+            let undone = store.uncompact(&id, 0, NOW).unwrap();
+            undos.push(start.elapsed());
+            assert_eq!(undone, UncompactOutcome::Restored { restored: 1_980 });
+        }
+        // Masking 1,980 messages: three writes each (take, archive, placeholder).
+        let masked: Vec<_> = history[..1_980].iter().map(masked_of).collect();
+        let start = Instant::now();
+        store.commit_masking(&id, masked, NOW).unwrap();
+        let masking = start.elapsed();
+        commits.sort();
+        undos.sort();
+        println!(
+            "{name}: commit_compaction of 1,980 of 2,000 messages: median {:?} (min {:?}); \
+             uncompact: median {:?}; commit_masking of 1,980: {masking:?}",
+            commits[2], commits[0], undos[2]
+        );
+        assert_clean(&store, &id);
+        assert!(commits[2].as_millis() < 1_000, "{name}: {commits:?}");
+        assert!(undos[2].as_millis() < 2_000, "{name}: {undos:?}");
+    }
+}
