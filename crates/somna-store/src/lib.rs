@@ -1,10 +1,12 @@
-//! somna-store: Somna's storage, the only crate that names sled.
+//! somna-store: Somna's storage, the only crate that names sled or the Postgres client.
 //!
-//! One sled database holds every agent. Trees are shared by all agents and every key starts with the
-//! agent id and a 0x00 byte, so one agent's data is a contiguous key range (see docs/storage.md).
+//! One database holds every agent: an embedded sled database ([`Store::open`]) or a schema of a
+//! PostgreSQL database ([`Store::open_postgres`]), behind one backend boundary. Trees are shared by
+//! all agents and every key starts with the agent id and a 0x00 byte, so one agent's data is a
+//! contiguous key range (see docs/storage.md).
 //!
-//! - [`store`]: [`Store`] and [`StoreOptions`]: opening, flushing, agents and their records, the
-//!   per-agent in-memory state that makes [`Store::usage_tokens`] O(1).
+//! - [`store`]: [`Store`], [`StoreOptions`] and [`PostgresOptions`]: opening, flushing, agents and
+//!   their records, the per-agent in-memory state that makes [`Store::usage_tokens`] O(1).
 //! - [`durable`]: group commit, [`Store::durable`]: wait until every write so far survives a kill.
 //! - [`messages`]: appending to history and reading history and the archive (views over the trees,
 //!   built in a private `view` module: see docs/storage.md, "Layout 2").

@@ -876,6 +876,20 @@ impl Shared {
         if writes.is_empty() {
             return Ok(Ok(()));
         }
+        // The schema's lock lives as long as its session: a store whose session is gone may no
+        // longer be the only writer, so it stops writing.
+        if self.holder.as_ref().is_none_or(|h| h.is_closed()) {
+            return Err(StoreError::Storage(StorageError::new(
+                StorageErrorKind::Locked,
+                PgError {
+                    context: format!(
+                        "the session holding the lock on Postgres schema {} at {} ended (lost connection); reopen the store",
+                        self.schema, self.target
+                    ),
+                    source: None,
+                },
+            )));
+        }
         let (pool, target, tables) = (self.pool.clone(), self.target.clone(), self.tables.clone());
         self.run(async move { transaction(&pool, &target, &tables, &writes).await })
     }
@@ -1127,6 +1141,69 @@ mod tests {
         }
         println!("{committed} write sets committed, {conflicts} conflicts");
         assert!(committed > 30 && conflicts > 30, "{committed} {conflicts}");
+    }
+
+    /// A store whose lock session ended (killed here with `pg_terminate_backend`) no longer
+    /// writes, and another store can open the schema.
+    #[test]
+    fn a_store_that_lost_its_lock_stops_writing() {
+        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+            println!("skipped: SOMNA_TEST_PG_URL is unset");
+            return;
+        };
+        let store = Store::temporary_postgres(&url).unwrap();
+        let crate::backend::Db::Postgres(db) = &store.inner.db else {
+            panic!("not postgres")
+        };
+        let shared = &db.shared;
+        let (pool, target, key) = (
+            shared.pool.clone(),
+            shared.target.clone(),
+            format!("somna-store:{}", shared.schema),
+        );
+        let terminated: i64 = shared
+            .run(async move {
+                let client = super::connect(&pool, &target).await?;
+                let row = client
+                    .query_one(
+                        "SELECT count(pg_terminate_backend(l.pid)) \
+                         FROM pg_locks l, (SELECT hashtextextended($1, 0) AS k) h \
+                         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
+                         AND l.classid = ((h.k >> 32) & 4294967295)::oid \
+                         AND l.objid = (h.k & 4294967295)::oid",
+                        &[&key],
+                    )
+                    .await
+                    .map_err(super::db_err(&target))?;
+                Ok(row.get(0))
+            })
+            .unwrap();
+        assert_eq!(terminated, 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !shared.holder.as_ref().unwrap().is_closed() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the session did not end"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut writes = WriteSet::default();
+        writes.put(TreeId::History, b"k".to_vec(), b"v".to_vec());
+        let err = store.apply(&writes).unwrap_err();
+        match &err {
+            crate::error::StoreError::Storage(e) => assert!(e.is_locked(), "{err}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("ended"), "{err}");
+        let other = Store::open_postgres(
+            &url,
+            crate::store::PostgresOptions {
+                schema: shared.schema.clone(),
+                pool_size: 1,
+            },
+        )
+        .unwrap();
+        other.apply(&writes).unwrap().unwrap();
     }
 
     #[test]
