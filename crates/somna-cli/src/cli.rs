@@ -21,7 +21,7 @@ pub struct Cli {
         env = "SOMNA_CONFIG"
     )]
     pub config: PathBuf,
-    /// The database directory (overrides the config's `[store] path`).
+    /// The sled database directory (overrides the config's `[store]`, whatever its backend).
     #[arg(long, global = true, env = "SOMNA_DB")]
     pub db: Option<PathBuf>,
     /// Override a config key, e.g. `--set llm.provider=openai` (repeatable).
@@ -73,6 +73,16 @@ pub enum Command {
     Stats,
     /// Check the storage invariants of every agent (nothing lost, nothing duplicated).
     Check,
+    /// Copy the whole database (the config's `[store]`, or --db) into an empty one — a
+    /// `postgres://` URL or a new sled directory — and verify the copy agent by agent.
+    MigrateStore {
+        /// Where to: `postgres://user@host:5432/db` or a directory that does not exist yet.
+        #[arg(long, value_name = "URL|DIR")]
+        to: String,
+        /// The Postgres schema to copy into (default: the config's `store.schema`).
+        #[arg(long)]
+        schema: Option<String>,
+    },
     /// Measure Somna (no database needed: each conversation goes into a temporary one).
     #[command(subcommand)]
     Eval(EvalCommand),

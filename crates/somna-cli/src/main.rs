@@ -14,23 +14,25 @@ mod local;
 mod output;
 mod remote;
 mod run;
+mod store_at;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use somna_core::AgentId;
 use somna_core::config::{ResolvedConfig, RuntimeConfig};
-use somna_store::{Store, StoreError, StoreOptions};
+use somna_store::Store;
 
 use backend::{Backend, JournalFilters};
 use cli::{AgentCommand, Cli, Command, EvalCommand};
 use local::Local;
 use output::Out;
 use remote::{ApiFailure, Remote};
+use store_at::StoreAt;
 
 /// Exit code for invalid configuration or arguments.
 const EXIT_INVALID: u8 = 2;
@@ -150,21 +152,15 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
                 }
                 Err(LoadError::Io(e)) => return Err(e),
             };
-            let path = cli
-                .db
-                .clone()
-                .unwrap_or_else(|| store_path(&cli.config, &config.store.path));
-            std::fs::create_dir_all(&path).with_context(|| {
-                format!("cannot create the database directory {}", path.display())
-            })?;
-            let store = open_store(&path, config.store.flush_every)?;
+            let at = StoreAt::from_config(&cli.config, cli.db.as_deref(), &config.store);
+            let store = at.open(&config.store, true)?;
             run::run(run::RunArgs {
                 config,
                 store,
                 scenario,
                 for_real: *for_real,
                 quiet: *quiet,
-                store_path: &path,
+                store_label: at.label(),
                 serve,
             })?;
             Ok(ExitCode::SUCCESS)
@@ -181,6 +177,15 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
         Command::Check => {
             let (config, store) = open(&cli)?;
             Local { config, store, out }.check()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::MigrateStore { to, schema } => {
+            let config = load_or_defaults(&cli)?;
+            let from = StoreAt::from_config(&cli.config, cli.db.as_deref(), &config.store);
+            let schema = schema.as_deref().unwrap_or(&config.store.schema);
+            let to = StoreAt::target(to, schema, config.store.pool_size);
+            let source = from.open(&config.store, false)?;
+            store_at::migrate(&source, &from, &to, &config.store)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(EvalCommand::Recall {
@@ -260,6 +265,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         Command::CheckConfig { .. } => "check-config",
         Command::Stats => "stats",
         Command::Check => "check",
+        Command::MigrateStore { .. } => "migrate-store",
         Command::Eval(_) => "eval",
         Command::Agent(AgentCommand::Prompt { .. }) => "prompt",
         Command::Agent(AgentCommand::Import { .. }) => "import",
@@ -340,6 +346,7 @@ fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
         | Command::CheckConfig { .. }
         | Command::Stats
         | Command::Check
+        | Command::MigrateStore { .. }
         | Command::Eval(_) => {
             Err(local_only_error(local_only(command).unwrap_or("this command")).into())
         }
@@ -413,8 +420,16 @@ fn open(cli: &Cli) -> Result<(ResolvedConfig, Store)> {
 
 /// [`open`], creating the database when `create` is set and it does not exist yet.
 fn open_or_create(cli: &Cli, create: bool) -> Result<(ResolvedConfig, Store)> {
-    let resolved = match load_config(&cli.config, &cli.set) {
-        Ok(r) => r,
+    let resolved = load_or_defaults(cli)?;
+    let at = StoreAt::from_config(&cli.config, cli.db.as_deref(), &resolved.store);
+    let store = at.open(&resolved.store, create)?;
+    Ok((resolved, store))
+}
+
+/// The config (exits 2 on an invalid one); with --db and no readable config file, the defaults.
+fn load_or_defaults(cli: &Cli) -> Result<ResolvedConfig> {
+    match load_config(&cli.config, &cli.set) {
+        Ok(r) => Ok(r),
         Err(LoadError::Invalid(errors)) => {
             Out::new(false).config_errors(&cli.config, &errors);
             std::process::exit(i32::from(EXIT_INVALID));
@@ -423,49 +438,9 @@ fn open_or_create(cli: &Cli, create: bool) -> Result<(ResolvedConfig, Store)> {
             tracing::debug!("no usable config ({e:#}); using --db with defaults");
             RuntimeConfig::default()
                 .resolve("(defaults)")
-                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .map_err(|e| anyhow::anyhow!("{e}"))
         }
-        Err(LoadError::Io(e)) => return Err(e),
-    };
-    let path = match &cli.db {
-        Some(p) => p.clone(),
-        None => store_path(&cli.config, &resolved.store.path),
-    };
-    if create {
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create the database directory {}", path.display()))?;
-    }
-    if !path.exists() {
-        bail!(
-            "no database at {} (run `somna run` first, or pass --db PATH)",
-            path.display()
-        );
-    }
-    let store = open_store(&path, resolved.store.flush_every)?;
-    Ok((resolved, store))
-}
-
-/// Opens the database at `path`, with one clear message when another process holds it.
-fn open_store(path: &Path, flush_every: std::time::Duration) -> Result<Store> {
-    Store::open(path, StoreOptions { flush_every }).map_err(|e| match &e {
-        StoreError::Storage(s) if s.is_locked() => anyhow::anyhow!(
-            "the database at {} is in use by another process (a running `somna run`?); send the \
-command to its API with --server URL (`somna run --serve`), or stop it first",
-            path.display()
-        ),
-        // The error's own text only: its source repeats it.
-        e => anyhow::anyhow!("cannot open the database at {}: {e}", path.display()),
-    })
-}
-
-/// The store path: relative paths are relative to the config file's directory.
-fn store_path(config: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_path_buf();
-    }
-    match config.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.join(path),
-        _ => path.to_path_buf(),
+        Err(LoadError::Io(e)) => Err(e),
     }
 }
 

@@ -405,7 +405,11 @@ compactions, {fallbacks} by fallback)",
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
             cfg.llm.model,
-            cfg.store.path.display(),
+            match cfg.store.backend {
+                somna_core::config::StoreBackend::Sled => cfg.store.path.display().to_string(),
+                somna_core::config::StoreBackend::Postgres =>
+                    format!("{} (schema {})", cfg.store.url, cfg.store.schema),
+            },
             cfg.agents.len()
         );
         for a in &cfg.agents {

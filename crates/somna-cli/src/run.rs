@@ -6,7 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,20 +26,21 @@ const SETTLE: Duration = Duration::from_secs(15);
 
 /// What `run` needs besides the config.
 #[derive(Debug)]
-pub struct RunArgs<'a> {
+pub struct RunArgs {
     pub config: ResolvedConfig,
     pub store: Store,
     pub scenario: Option<Scenario>,
     /// Stop after this much real time (none: until ctrl-c, or the scenario's end).
     pub for_real: Option<Duration>,
     pub quiet: bool,
-    pub store_path: &'a Path,
+    /// Where the store is (a directory, or a Postgres URL without its password).
+    pub store_label: String,
     /// Serve the HTTP API with these options (already validated).
     pub serve: Option<ServerOptions>,
 }
 
 /// Runs the main job inside an actix System.
-pub fn run(args: RunArgs<'_>) -> Result<()> {
+pub fn run(args: RunArgs) -> Result<()> {
     let llm = somna_llm::build_client_from_env(&args.config.llm)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot build the LLM client")?;
@@ -47,7 +48,7 @@ pub fn run(args: RunArgs<'_>) -> Result<()> {
     system.block_on(main_job(args, llm))
 }
 
-async fn main_job(mut args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
+async fn main_job(mut args: RunArgs, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
     let serve = args.serve.take();
     // The API's /metrics show LLM latencies and errors when the client is wrapped before the start.
     let llm = match &serve {
@@ -75,7 +76,7 @@ async fn main_job(mut args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> 
         "somna: hosting {} agent(s) from the config ({} in all) · store {} · LLM {}",
         agents,
         runtime.agent_ids().len(),
-        args.store_path.display(),
+        args.store_label,
         runtime.llm().provider()
     );
     let (stop_api, api_stopped) = oneshot::channel::<()>();
@@ -200,10 +201,7 @@ async fn main_job(mut args: RunArgs<'_>, llm: Arc<dyn somna_llm::LlmClient>) -> 
     print_table(&args.store, &ids)?;
     println!(
         "ticks: {} (lateness p50 {:?}, p99 {:?}) · database flushed to {}",
-        ticks.ticks,
-        ticks.p50,
-        ticks.p99,
-        args.store_path.display()
+        ticks.ticks, ticks.p50, ticks.p99, args.store_label
     );
     Ok(())
 }

@@ -518,3 +518,76 @@ fn eval_recall_prints_a_json_report_of_the_three_methods() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn migrate_store_copies_sled_into_postgres_and_back() {
+    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+        somna_testkit::skip(
+            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+        );
+        return;
+    };
+    // A password in the URL (trust auth ignores it) must never be printed.
+    let url = url.replacen("://postgres@", "://postgres:pw-never-shown@", 1);
+    let schema = format!(
+        "somna_cli_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    // Drops the schema when the test ends, however it ends (once no `somna` holds it).
+    struct DropSchema(String, String);
+    impl Drop for DropSchema {
+        fn drop(&mut self) {
+            let _ = somna_store::Store::temporary_postgres_in(&self.0, &self.1);
+        }
+    }
+    let _cleanup = DropSchema(url.clone(), schema.clone());
+    let dir = imported(400);
+    let d = dir.path();
+    let on_pg = [
+        "--set",
+        "store.backend=postgres",
+        "--set",
+        &format!("store.url={url}"),
+        "--set",
+        &format!("store.schema={schema}"),
+    ];
+    let export = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["export", "smith"]);
+        let o = somna(d, &args);
+        assert!(o.status.success(), "{}", text(&o));
+        stdout(&o)
+    };
+    let on_sled = export(&[]);
+    assert!(on_sled.lines().count() > 400, "{on_sled}");
+
+    let o = somna(d, &["migrate-store", "--to", &url, "--schema", &schema]);
+    assert!(o.status.success(), "{}", text(&o));
+    let said = text(&o);
+    assert!(said.contains("every agent's export is identical"), "{said}");
+    assert!(!said.contains("pw-never-shown"), "{said}");
+    assert_eq!(export(&on_pg), on_sled);
+    let mut check = on_pg.to_vec();
+    check.push("check");
+    let o = somna(d, &check);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Into a store that already holds agents: refused, nothing changed, no password shown.
+    let o = somna(d, &["migrate-store", "--to", &url, "--schema", &schema]);
+    assert!(!o.status.success());
+    let said = text(&o);
+    assert!(said.contains("already holds agents"), "{said}");
+    assert!(!said.contains("pw-never-shown"), "{said}");
+
+    // And back, from Postgres into a new sled directory.
+    let back = d.join("back");
+    let mut to_sled = on_pg.to_vec();
+    to_sled.extend(["migrate-store", "--to", back.to_str().unwrap()]);
+    let o = somna(d, &to_sled);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(export(&["--db", back.to_str().unwrap()]), on_sled);
+}

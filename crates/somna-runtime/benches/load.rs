@@ -4,7 +4,8 @@
 //! while a share of them receive input (so they build prompts, call the builtin LLM and append
 //! replies), then prints a table: ticks/s, tick lateness p50/p99, CPU %, RSS and RSS per agent.
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
-//! one agent; 0 = none).
+//! one agent; 0 = none), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
+//! database, instead of sled; the table then also gives the database's size).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -57,7 +58,11 @@ fn main() {
     let input_every = env_num("SOMNA_LOAD_INPUT_EVERY", 30);
 
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let pg = std::env::var("SOMNA_LOAD_PG_URL").ok();
+    let store = match &pg {
+        Some(url) => Store::temporary_postgres(url).unwrap(),
+        None => Store::open(dir.path(), StoreOptions::default()).unwrap(),
+    };
     let mut text = String::from(
         "[defaults]\ntick_every = \"1s\"\nsleep_every = \"6h\"\nsleep_jitter = \"1h\"\n\
          persona = \"You are a villager of Emberfield.\"\n",
@@ -119,6 +124,11 @@ fn main() {
         let ticks = runtime.tick_stats().summary();
         let rss_end = rss();
         runtime.shutdown(Duration::from_secs(10)).await.unwrap();
+        println!(
+            "store: {} · {:.1} MB in the database at the end",
+            store.backend_name(),
+            store.size_on_disk().unwrap_or(0) as f64 / 1e6
+        );
         (startup, wall, cpu, ticks, rss_started, rss_end, inputs)
     });
     let (startup, wall, cpu, ticks, rss_started, rss_end, inputs) = report;

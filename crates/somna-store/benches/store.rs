@@ -1,7 +1,12 @@
 //! somna-store benchmarks: append throughput (single and batches of 100), the O(1) usage read on an
-//! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages, and the journal
-//! query for synthesis entries, and archive search over 100,000 archived messages. Databases live in a temporary directory on disk with the default
-//! 500 ms background flush.
+//! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages and its uncompact,
+//! reading a history of 2,000, the journal query for synthesis entries, and archive search over
+//! 100,000 archived messages.
+//!
+//! Every benchmark runs on sled (a temporary directory on disk, the default 500 ms background
+//! flush) and, when `SOMNA_BENCH_PG_URL` (or `SOMNA_TEST_PG_URL`) names a PostgreSQL database, on
+//! the Postgres backend too (a fresh schema per benchmark, dropped at the end), named
+//! `sled/…` and `postgres/…` side by side.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::hint::black_box;
@@ -16,10 +21,34 @@ use somna_store::{CommitOutcome, Store, StoreOptions, UncompactOutcome};
 
 const NOW: Timestamp = Timestamp(1_790_000_000_000);
 
-fn open() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    (dir, store)
+/// What keeps a benchmark's database alive (a temporary directory; nothing for Postgres, whose
+/// temporary schema lives as long as the store).
+type Keep = Option<tempfile::TempDir>;
+
+/// The backends to measure: sled, and Postgres when a URL is given.
+fn backends() -> Vec<&'static str> {
+    let mut out = vec!["sled"];
+    if pg_url().is_some() {
+        out.push("postgres");
+    }
+    out
+}
+
+fn pg_url() -> Option<String> {
+    std::env::var("SOMNA_BENCH_PG_URL")
+        .or_else(|_| std::env::var("SOMNA_TEST_PG_URL"))
+        .ok()
+}
+
+fn open(backend: &str) -> (Keep, Store) {
+    match backend {
+        "postgres" => (None, Store::temporary_postgres(&pg_url().unwrap()).unwrap()),
+        _ => {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+            (Some(dir), store)
+        }
+    }
 }
 
 fn message(i: u64) -> Message {
@@ -51,9 +80,15 @@ fn agent_with(store: &Store, name: &str, n: u64) -> AgentId {
 }
 
 fn append(c: &mut Criterion) {
-    let (_dir, store) = open();
+    for backend in backends() {
+        append_on(c, backend);
+    }
+}
+
+fn append_on(c: &mut Criterion, backend: &str) {
+    let (_dir, store) = open(backend);
     let id = agent_with(&store, "writer", 0);
-    let mut group = c.benchmark_group("append");
+    let mut group = c.benchmark_group(format!("{backend}/append"));
     group.throughput(Throughput::Elements(1));
     group.bench_function("single", |b| {
         b.iter(|| store.append(&id, black_box(message(7)), NOW).unwrap())
@@ -71,10 +106,16 @@ fn append(c: &mut Criterion) {
 }
 
 fn usage(c: &mut Criterion) {
-    let (_dir, store) = open();
+    for backend in backends() {
+        usage_on(c, backend);
+    }
+}
+
+fn usage_on(c: &mut Criterion, backend: &str) {
+    let (_dir, store) = open(backend);
     let id = agent_with(&store, "long-lived", 100_000);
     assert_eq!(store.agent(&id).unwrap().unwrap().history_len, 100_000);
-    c.bench_function("usage_tokens/100k_messages", |b| {
+    c.bench_function(&format!("{backend}/usage_tokens/100k_messages"), |b| {
         b.iter(|| store.usage_tokens(black_box(&id)).unwrap())
     });
 
@@ -97,7 +138,7 @@ fn usage(c: &mut Criterion) {
     std::thread::sleep(Duration::from_secs(3));
     let later = mb(&store);
     println!(
-        "space: 100,000 messages ({:.1} MB of content): {live:.1} MB on disk; after compacting \
+        "{backend} space: 100,000 messages ({:.1} MB of content): {live:.1} MB on disk; after compacting \
          99,980 into the archive: {compacted:.1} MB; after undoing it: {undone:.1} MB; 3 s later: {later:.1} MB",
         content_bytes as f64 / 1e6
     );
@@ -152,11 +193,20 @@ fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
 }
 
 fn compaction(c: &mut Criterion) {
-    let (_dir, store) = open();
+    for backend in backends() {
+        compaction_on(c, backend);
+    }
+}
+
+fn compaction_on(c: &mut Criterion, backend: &str) {
+    let (_dir, store) = open(backend);
     let id = agent_with(&store, "compacted", 2_000);
     let history = store.history(&id).unwrap();
     let plan = commit(&history[..1_980]);
-    let mut group = c.benchmark_group("commit_compaction");
+    c.bench_function(&format!("{backend}/history/read_2000"), |b| {
+        b.iter(|| store.history(black_box(&id)).unwrap())
+    });
+    let mut group = c.benchmark_group(format!("{backend}/commit_compaction"));
     group.sample_size(20);
     group.bench_function("1980_of_2000", |b| {
         b.iter_custom(|iters| {
@@ -189,7 +239,13 @@ fn compaction(c: &mut Criterion) {
 }
 
 fn journal(c: &mut Criterion) {
-    let (_dir, store) = open();
+    for backend in backends() {
+        journal_on(c, backend);
+    }
+}
+
+fn journal_on(c: &mut Criterion, backend: &str) {
+    let (_dir, store) = open(backend);
     let id = agent_with(&store, "diarist", 0);
     // 10,000 entries, one in twenty a synthesis entry.
     for i in 0..10_000u64 {
@@ -205,7 +261,7 @@ fn journal(c: &mut Criterion) {
         };
         store.append_journal(&id, entry).unwrap();
     }
-    let mut group = c.benchmark_group("journal_query");
+    let mut group = c.benchmark_group(format!("{backend}/journal_query"));
     let by_source = JournalQuery {
         source_type: Some(SourceType::Compaction),
         limit: Some(20),
@@ -288,7 +344,13 @@ impl Zipf {
 /// Zipfian vocabulary) through the inverted index: a typical question (6 words drawn like the
 /// text), and a worst case of the 6 most frequent words.
 fn search(c: &mut Criterion) {
-    let (_dir, store) = open();
+    for backend in backends() {
+        search_on(c, backend);
+    }
+}
+
+fn search_on(c: &mut Criterion, backend: &str) {
+    let (_dir, store) = open(backend);
     let id = AgentId::new("archivist").unwrap();
     store.create_agent(&id, NOW).unwrap();
     let mut zipf = Zipf::new(20_000);
@@ -310,14 +372,14 @@ fn search(c: &mut Criterion) {
     let indexed = started.elapsed();
     assert!(matches!(outcome, CommitOutcome::Committed { .. }));
     println!(
-        "search: a compaction archiving 99,980 messages committed and indexed them in {:.2} s \
+        "{backend} search: a compaction archiving 99,980 messages committed and indexed them in {:.2} s \
          ({:.1} µs per message)",
         indexed.as_secs_f64(),
         indexed.as_secs_f64() * 1e6 / 99_980.0
     );
     let questions: Vec<String> = (0..64).map(|_| zipf.text(6)).collect();
     let common = "wa wb wc wd we wf";
-    let mut group = c.benchmark_group("search_archive");
+    let mut group = c.benchmark_group(format!("{backend}/search_archive"));
     group.bench_function("100k_archived_top32_typical", |b| {
         let mut i = 0;
         b.iter(|| {

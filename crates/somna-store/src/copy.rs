@@ -34,7 +34,7 @@ impl Store {
                 what: "copy destination",
                 reason: format!(
                     "the {} store already holds agents; copy into an empty one",
-                    dest.backend_kind()
+                    dest.backend_name()
                 ),
             });
         }
@@ -75,16 +75,11 @@ impl Store {
         dest.flush()?;
         tracing::info!(
             entries = report.entries(),
-            from = self.backend_kind(),
-            to = dest.backend_kind(),
+            from = self.backend_name(),
+            to = dest.backend_name(),
             "store copied"
         );
         Ok(report)
-    }
-
-    /// The backend's name: `sled` or `postgres`.
-    pub fn backend_kind(&self) -> &'static str {
-        self.inner.db.kind()
     }
 
     fn tree_named(&self, name: &'static str) -> &crate::backend::Tree {

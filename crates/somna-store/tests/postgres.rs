@@ -29,6 +29,8 @@ mod check;
 mod common;
 #[path = "all/compaction.rs"]
 mod compaction;
+#[path = "all/copy.rs"]
+mod copy;
 #[path = "all/crash.rs"]
 mod crash;
 #[path = "all/events.rs"]

@@ -379,6 +379,7 @@ pub(crate) fn check_store(store: &StoreConfig) -> Vec<Finding> {
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && store.schema.len() <= 63
+        && !store.schema.starts_with("pg_")
         && store
             .schema
             .chars()
@@ -388,7 +389,7 @@ pub(crate) fn check_store(store: &StoreConfig) -> Vec<Finding> {
             "schema",
             &format!(
                 "must be a plain Postgres identifier (lower-case letters, digits and _, not \
-                 starting with a digit, at most 63 characters), got {:?}",
+                 starting with a digit or pg_, at most 63 characters), got {:?}",
                 store.schema
             ),
         ));

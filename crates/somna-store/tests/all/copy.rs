@@ -1,14 +1,14 @@
-//! `Store::copy_into`: a whole store into an empty one, exactly.
+//! `Store::copy_into`: a whole store into an empty one, exactly — on the sled binary sled to sled,
+//! on the Postgres binary between Postgres and sled both ways.
 
 use somna_core::{JournalEntry, SourceType, Timestamp};
 use somna_store::{CommitOutcome, Store, StoreError};
 
 use crate::common::*;
 
-/// A store with two agents that went through appends, a compaction, journal entries, facts and
-/// a search (so the index tree holds something too).
-fn lived_in() -> (Store, Vec<somna_core::AgentId>) {
-    let store = Store::temporary().unwrap();
+/// Gives `store` two agents that went through appends, a compaction, journal entries and a
+/// search (so the index tree holds something too).
+fn live_in(store: &Store) -> Vec<somna_core::AgentId> {
     let ids = vec![agent("mara"), agent("tobin")];
     for id in &ids {
         store.create_agent(id, NOW).unwrap();
@@ -29,12 +29,25 @@ fn lived_in() -> (Store, Vec<somna_core::AgentId>) {
         }
         assert!(!store.search_archive(id, "smithy", 5).unwrap().is_empty());
     }
-    (store, ids)
+    ids
+}
+
+fn assert_same(source: &Store, dest: &Store, ids: &[somna_core::AgentId]) {
+    for id in ids {
+        assert_eq!(snapshot(dest, id), snapshot(source, id), "{id}");
+        assert_clean(dest, id);
+        assert_eq!(
+            dest.search_archive(id, "smithy", 5).unwrap(),
+            source.search_archive(id, "smithy", 5).unwrap()
+        );
+    }
 }
 
 #[test]
 fn a_copy_holds_every_agent_exactly() {
-    let (source, ids) = lived_in();
+    // From this binary's backend into sled, and from sled back into this binary's backend.
+    let source = temporary_store!();
+    let ids = live_in(&source);
     let dest = Store::temporary().unwrap();
     let report = source.copy_into(&dest).unwrap();
     assert!(report.entries() > 0);
@@ -47,23 +60,20 @@ fn a_copy_holds_every_agent_exactly() {
             .1,
         2
     );
-    for id in &ids {
-        assert_eq!(snapshot(&dest, id), snapshot(&source, id), "{id}");
-        assert_clean(&dest, id);
-        assert_eq!(
-            dest.search_archive(id, "smithy", 5).unwrap(),
-            source.search_archive(id, "smithy", 5).unwrap()
-        );
-    }
+    assert_same(&source, &dest, &ids);
+    let back = temporary_store!();
+    dest.copy_into(&back).unwrap();
+    assert_same(&source, &back, &ids);
     // The copy goes on living: an append there lands after the copied history.
-    let next = dest.append(&ids[0], msg(99), NOW).unwrap();
+    let next = back.append(&ids[0], msg(99), NOW).unwrap();
     assert_eq!(next.seq, source.agent(&ids[0]).unwrap().unwrap().next_seq);
 }
 
 #[test]
 fn a_copy_into_a_store_with_agents_is_refused_and_changes_nothing() {
-    let (source, _) = lived_in();
-    let (dest, id) = store_with_agent();
+    let source = Store::temporary().unwrap();
+    live_in(&source);
+    let (dest, id) = store_with_agent!();
     let before = snapshot(&dest, &id);
     let err = source.copy_into(&dest).unwrap_err();
     assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
