@@ -385,3 +385,98 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
     let o = local(&["agents"]);
     assert!(text(&o).contains("(retired)"), "{}", text(&o));
 }
+
+/// The same runtime on the Postgres backend: `somna run --serve` with `[store] backend =
+/// "postgres"`, the CLI driving it over HTTP (create, a conversation, a forced compaction), then
+/// the local commands on the same schema once the server has stopped.
+#[test]
+fn the_runtime_serves_from_postgres() {
+    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+        somna_testkit::skip(
+            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+        );
+        return;
+    };
+    let schema = format!("somna_serve_{}", std::process::id());
+    struct DropSchema(String, String);
+    impl Drop for DropSchema {
+        fn drop(&mut self) {
+            let _ = somna_store::Store::temporary_postgres_in(&self.0, &self.1);
+        }
+    }
+    let _cleanup = DropSchema(url.clone(), schema.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let on_pg = [
+        "--set".to_string(),
+        "store.backend=postgres".to_string(),
+        "--set".to_string(),
+        format!("store.url={url}"),
+        "--set".to_string(),
+        format!("store.schema={schema}"),
+    ];
+    let mut c = command(dir, Some(TOKEN));
+    c.args(&on_pg)
+        .args(["run", "--serve", "127.0.0.1:0", "--for", "60s", "--quiet"]);
+    let served = Served::start(c);
+    let api = served.url.clone();
+    let somna = |args: &[&str]| -> Output {
+        command(dir, Some(TOKEN))
+            .arg("--server")
+            .arg(&api)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let json = |args: &[&str]| -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let o = somna(&all);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    assert_eq!(json(&["create", "smith"])["id"], "smith");
+    for i in 0..8 {
+        let said = format!("Message {i}: I need a new horseshoe for my mare, she threw one.");
+        let o = somna(&["send", "smith", &said, "--from", "Aldric"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let mut answered = false;
+        for _ in 0..200 {
+            let s = json(&["status", "smith"]);
+            if !s["needs_reply"].as_bool().unwrap() && s["state"] == "idle" {
+                answered = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(answered, "smith never answered message {i}");
+    }
+    let outcome = json(&["compact", "smith", "--force"]);
+    assert_eq!(outcome["outcome"], "done", "{outcome}");
+    assert!(outcome["compacted"].as_u64().unwrap() > 0, "{outcome}");
+    let (stopped, out) = served.stop();
+    assert!(stopped, "{out}");
+    assert!(out.contains("(schema somna_serve_"), "{out}");
+
+    // The server is gone: the local commands read the same schema.
+    let local =
+        |args: &[&str]| -> Output { command(dir, None).args(&on_pg).args(args).output().unwrap() };
+    let o = local(&["check"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = local(&["history", "smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let history: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let messages = history.as_array().expect("a list of messages");
+    assert!(
+        messages.iter().any(|m| m["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("[CONTEXT SUMMARY]")),
+        "{history}"
+    );
+    let o = local(&["history", "smith", "--archive", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let archive: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!archive.as_array().unwrap().is_empty(), "{archive}");
+}
