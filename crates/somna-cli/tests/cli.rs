@@ -521,10 +521,7 @@ fn eval_recall_prints_a_json_report_of_the_three_methods() {
 
 #[test]
 fn migrate_store_copies_sled_into_postgres_and_back() {
-    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-        somna_testkit::skip(
-            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
-        );
+    let Some(url) = support::pg_url_or_skip() else {
         return;
     };
     // A password in the URL (trust auth ignores it) must never be printed.
@@ -537,14 +534,7 @@ fn migrate_store_copies_sled_into_postgres_and_back() {
             .unwrap()
             .subsec_nanos()
     );
-    // Drops the schema when the test ends, however it ends (once no `somna` holds it).
-    struct DropSchema(String, String);
-    impl Drop for DropSchema {
-        fn drop(&mut self) {
-            let _ = somna_store::Store::temporary_postgres_in(&self.0, &self.1);
-        }
-    }
-    let _cleanup = DropSchema(url.clone(), schema.clone());
+    let _cleanup = support::DropSchema::new(&url, &schema);
     let dir = imported(400);
     let d = dir.path();
     let on_pg = [

@@ -50,6 +50,25 @@ fn serve(dir: &Path) -> Served {
 }
 
 /// `GET /healthz` with a plain socket: the status line and body.
+/// `somna --server URL args…` with the test token.
+fn remote(dir: &Path, url: &str, args: &[&str]) -> Output {
+    command(dir, Some(TOKEN))
+        .arg("--server")
+        .arg(url)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// [`remote`] with `--json`, which must succeed; its answer.
+fn remote_json(dir: &Path, url: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let o = remote(dir, url, &all);
+    assert!(o.status.success(), "{args:?}: {}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 fn healthz(url: &str) -> String {
     let addr = url.trim_start_matches("http://");
     let mut s = TcpStream::connect(addr).unwrap();
@@ -83,21 +102,8 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert!(err.contains("--server URL"), "{err}");
     assert!(!err.contains("Os {"), "{err}");
 
-    let somna = |args: &[&str]| -> Output {
-        command(dir, Some(TOKEN))
-            .arg("--server")
-            .arg(&url)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let json = |args: &[&str]| -> Value {
-        let mut all = args.to_vec();
-        all.push("--json");
-        let o = somna(&all);
-        assert!(o.status.success(), "{args:?}: {}", text(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
-    };
+    let somna = |args: &[&str]| remote(dir, &url, args);
+    let json = |args: &[&str]| remote_json(dir, &url, args);
 
     // Create: text names the resolved config; a second create is refused with its code.
     let o = somna(&[
@@ -391,20 +397,11 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
 /// the local commands on the same schema once the server has stopped.
 #[test]
 fn the_runtime_serves_from_postgres() {
-    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-        somna_testkit::skip(
-            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
-        );
+    let Some(url) = support::pg_url_or_skip() else {
         return;
     };
     let schema = format!("somna_serve_{}", std::process::id());
-    struct DropSchema(String, String);
-    impl Drop for DropSchema {
-        fn drop(&mut self) {
-            let _ = somna_store::Store::temporary_postgres_in(&self.0, &self.1);
-        }
-    }
-    let _cleanup = DropSchema(url.clone(), schema.clone());
+    let _cleanup = support::DropSchema::new(&url, &schema);
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
@@ -421,21 +418,8 @@ fn the_runtime_serves_from_postgres() {
         .args(["run", "--serve", "127.0.0.1:0", "--for", "60s", "--quiet"]);
     let served = Served::start(c);
     let api = served.url.clone();
-    let somna = |args: &[&str]| -> Output {
-        command(dir, Some(TOKEN))
-            .arg("--server")
-            .arg(&api)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let json = |args: &[&str]| -> Value {
-        let mut all = args.to_vec();
-        all.push("--json");
-        let o = somna(&all);
-        assert!(o.status.success(), "{args:?}: {}", text(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
-    };
+    let somna = |args: &[&str]| remote(dir, &api, args);
+    let json = |args: &[&str]| remote_json(dir, &api, args);
     assert_eq!(json(&["create", "smith"])["id"], "smith");
     for i in 0..8 {
         let said = format!("Message {i}: I need a new horseshoe for my mare, she threw one.");

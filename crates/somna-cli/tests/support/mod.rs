@@ -137,3 +137,36 @@ impl Drop for Served {
         }
     }
 }
+
+/// `SOMNA_TEST_PG_URL`, or `None` after reporting the calling test as skipped.
+pub fn pg_url_or_skip() -> Option<String> {
+    let url = std::env::var("SOMNA_TEST_PG_URL").ok();
+    if url.is_none() {
+        somna_testkit::skip(
+            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+        );
+    }
+    url
+}
+
+/// Drops a Postgres schema when the test ends, however it ends (once no `somna` holds it).
+pub struct DropSchema {
+    url: String,
+    schema: String,
+}
+
+impl DropSchema {
+    pub fn new(url: &str, schema: &str) -> Self {
+        DropSchema {
+            url: url.to_string(),
+            schema: schema.to_string(),
+        }
+    }
+}
+
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        // Opening it as a temporary schema and letting go drops it.
+        let _ = somna_store::Store::temporary_postgres_in(&self.url, &self.schema);
+    }
+}
