@@ -38,6 +38,11 @@ impl Sentence {
         format!("{}: {}", self.label(), shorten(&self.text))
     }
 
+    /// The item without its day: for lasting facts, which are true whatever day they were told.
+    pub(super) fn undated_item(&self) -> String {
+        format!("{}: {}", self.speaker, shorten(&self.text))
+    }
+
     /// Who said it, after the day it was said when known: `[2026-11-24] Mara`.
     pub(super) fn label(&self) -> String {
         match &self.day {
@@ -297,7 +302,7 @@ impl<'a> Input<'a> {
                 continue;
             }
             let score = 5.0 + cues.min(3) as f64 + self.salience(s) / 2.0;
-            out.push(self.candidate(i, s.item(), score));
+            out.push(self.candidate(i, s.undated_item(), score));
         }
         out
     }

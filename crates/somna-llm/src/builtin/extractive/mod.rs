@@ -378,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn items_keep_their_day_written_once_per_day() {
+    fn items_keep_their_day_written_once_per_day_but_lasting_facts_none() {
         let at = |s: &str| somna_core::Timestamp::parse_rfc3339(s).unwrap();
         let turns = vec![
             user(
@@ -395,8 +395,15 @@ mod tests {
             .at(at("2023-05-08T10:00:00Z")),
             user(3, "Mara", "We settled on rye bread for the Old Mill stall.")
                 .at(at("2023-05-09T10:00:00Z")),
+            user(4, "Mara", "My name is Mara and I am allergic to walnuts.")
+                .at(at("2023-05-09T10:05:00Z")),
         ];
         let s = summarize(&turns, &SectionCaps::default(), 1500, &len4);
+        // A lasting fact about a person is true whatever day it was told: no day.
+        assert_eq!(
+            s.user_facts,
+            vec!["Mara: My name is Mara and I am allergic to walnuts."]
+        );
         assert_eq!(
             s.decisions,
             vec![
