@@ -229,16 +229,67 @@ impl Store {
             if i == ranked {
                 ranked = best_first(&mut scored, usize::MAX);
             }
-            let doc = scored[i];
-            i += 1;
-            if let Some(message) = self.archived_original(id, &guard.covers, doc.id)? {
-                hits.push(ArchiveHit {
-                    message,
-                    score: doc.score,
-                });
+            // The next candidates in rank order, as many as hits are still missing, read together.
+            let end = i
+                .saturating_add(limit - hits.len())
+                .min(ranked)
+                .min(scored.len());
+            let docs = &scored[i..end];
+            i = end;
+            let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
+            let originals = self.archived_originals(id, &guard.covers, &seqs)?;
+            for (doc, original) in docs.iter().zip(originals) {
+                if let Some(message) = original {
+                    hits.push(ArchiveHit {
+                        message,
+                        score: doc.score,
+                    });
+                }
             }
         }
         Ok(hits)
+    }
+
+    /// [`Store::archived_original`] of several seqs: two multi-key reads (history, then the
+    /// archive tree for those not found there as normal messages) instead of one or two point
+    /// reads each.
+    fn archived_originals(
+        &self,
+        id: &AgentId,
+        covers: &[Cover],
+        seqs: &[u64],
+    ) -> Result<Vec<Option<Message>>> {
+        let trees = &self.inner.trees;
+        let keys: Vec<Vec<u8>> = seqs.iter().map(|&s| keys::seq(id, s)).collect();
+        let in_history = trees.history.get_many(&keys)?;
+        let mut out: Vec<Option<Message>> = vec![None; seqs.len()];
+        let mut elsewhere: Vec<usize> = Vec::new();
+        for (i, value) in in_history.into_iter().enumerate() {
+            let message: Option<Message> = match value {
+                Some(v) => Some(codec::decode(tree_names::HISTORY, &keys[i], &v)?),
+                None => None,
+            };
+            match message {
+                Some(m) if matches!(m.kind, MessageKind::Normal) => {
+                    let hidden = covers.iter().any(|c| c.contains(seqs[i]));
+                    out[i] = hidden.then_some(m);
+                }
+                // Masked in place (its original is in the archive tree), or moved there by a
+                // layout-1 compaction.
+                _ => elsewhere.push(i),
+            }
+        }
+        if !elsewhere.is_empty() {
+            let archive_keys: Vec<Vec<u8>> = elsewhere.iter().map(|&i| keys[i].clone()).collect();
+            let values = trees.archive.get_many(&archive_keys)?;
+            for (&i, value) in elsewhere.iter().zip(values) {
+                if let Some(v) = value {
+                    let original: Message = codec::decode(tree_names::ARCHIVE, &keys[i], &v)?;
+                    out[i] = matches!(original.kind, MessageKind::Normal).then_some(original);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The original of message `seq` if it is archived (hidden under a cover, or masked in live

@@ -46,24 +46,41 @@ impl Store {
                     Some(before) => keys::by_source(id, source, before),
                     None => keys::prefix_end(&start),
                 };
-                for item in trees.journal_by_source.range(start..end).rev() {
-                    let (index_key, _) = item?;
-                    let Some(entry_id) = keys::trailing_u64(&index_key) else {
-                        tracing::warn!(key = %keys::render(&index_key), "malformed journal index key");
-                        continue;
-                    };
-                    let key = keys::seq(id, entry_id);
-                    let Some(value) = trees.journal.get(&key)? else {
-                        tracing::warn!(key = %keys::render(&index_key), "journal index names a missing entry");
-                        continue;
-                    };
-                    let entry: JournalEntry = codec::decode(tree_names::JOURNAL, &key, &value)?;
-                    if query.matches(&entry) {
-                        found.push(entry);
-                        if found.len() >= limit {
-                            break;
+                // Entry ids from the index, newest first, read in batches (one statement per
+                // batch on Postgres): the first batch the size of the limit, then larger ones.
+                let mut index = trees.journal_by_source.range(start..end).rev();
+                let mut batch = limit.clamp(1, 64);
+                'batches: loop {
+                    let mut ids = Vec::with_capacity(batch);
+                    for item in index.by_ref().take(batch) {
+                        let (index_key, _) = item?;
+                        match keys::trailing_u64(&index_key) {
+                            Some(entry_id) => ids.push(entry_id),
+                            None => tracing::warn!(
+                                key = %keys::render(&index_key),
+                                "malformed journal index key"
+                            ),
                         }
                     }
+                    if ids.is_empty() {
+                        break;
+                    }
+                    let entry_keys: Vec<Vec<u8>> = ids.iter().map(|&e| keys::seq(id, e)).collect();
+                    let values = trees.journal.get_many(&entry_keys)?;
+                    for (key, value) in entry_keys.iter().zip(values) {
+                        let Some(value) = value else {
+                            tracing::warn!(key = %keys::render(key), "journal index names a missing entry");
+                            continue;
+                        };
+                        let entry: JournalEntry = codec::decode(tree_names::JOURNAL, key, &value)?;
+                        if query.matches(&entry) {
+                            found.push(entry);
+                            if found.len() >= limit {
+                                break 'batches;
+                            }
+                        }
+                    }
+                    batch = 256;
                 }
             }
             None => {

@@ -130,6 +130,15 @@ impl Tree {
         }
     }
 
+    /// The values of `keys`, in their order: on Postgres one statement for all of them (a point
+    /// read each would be a round trip each), on sled a point read each.
+    pub(crate) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        match self {
+            Tree::Sled(t) => keys.iter().map(|k| Ok(t.get(k)?)).collect(),
+            Tree::Postgres(t) => t.get_many(keys),
+        }
+    }
+
     /// True when `key` has a value.
     pub(crate) fn contains_key(&self, key: &[u8]) -> Result<bool> {
         Ok(self.get(key)?.is_some())

@@ -280,11 +280,13 @@ impl PgDb {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
-        if config.get_application_name().is_none() {
-            config.application_name("somna");
-        }
+        // Every connection of the pool says which schema it writes (see `hold_schema`: a
+        // successor ends the leftover sessions of a killed writer); the lock session says it
+        // holds the lock.
+        config.application_name(session_name("somna", schema));
         let target = target_of(&config);
-        let holder_config = config.clone();
+        let mut holder_config = config.clone();
+        holder_config.application_name(session_name("somna-lock", schema));
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -467,6 +469,7 @@ async fn hold_schema(
             .map_err(db_err(target))?
             .get(0);
         if held {
+            end_leftover_sessions(&client, target, schema).await?;
             return Ok(client);
         }
         if tokio::time::Instant::now() >= deadline {
@@ -481,6 +484,82 @@ async fn hold_schema(
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `prefix:schema`, cut to Postgres's 63 bytes for `application_name`.
+fn session_name(prefix: &str, schema: &str) -> String {
+    let mut name = format!("{prefix}:{schema}");
+    name.truncate(63);
+    name
+}
+
+/// Ends the pool sessions of an earlier writer of `schema` and waits until they are gone. Called
+/// with the schema's lock held, so such sessions belong to a process that died (or lost its lock
+/// and stopped writing): a killed writer's last transaction may still be running on the server
+/// after its lock session ended, and would otherwise commit after this store read the agents'
+/// records, to be overwritten by the next write built from the stale read. Once the sessions are
+/// gone their transactions are over, committed or rolled back.
+async fn end_leftover_sessions(
+    client: &tokio_postgres::Client,
+    target: &str,
+    schema: &str,
+) -> Result<()> {
+    let name = session_name("somna", schema);
+    // Find them first, then end exactly those: a side effect in a WHERE clause could run on
+    // rows the other conditions would have filtered out.
+    let ended: Vec<i32> = client
+        .query(
+            "SELECT pid FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid() \
+               AND datname = current_database()",
+            &[&name],
+        )
+        .await
+        .map_err(db_err(target))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if ended.is_empty() {
+        return Ok(());
+    }
+    client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM unnest($1::int4[]) AS pid",
+            &[&ended],
+        )
+        .await
+        .map_err(db_err(target))?;
+    tracing::warn!(
+        schema,
+        sessions = ended.len(),
+        "ended the sessions an earlier writer of this schema left behind"
+    );
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let left: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+                &[&ended],
+            )
+            .await
+            .map_err(db_err(target))?
+            .get(0);
+        if left == 0 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(StoreError::Storage(StorageError::new(
+                StorageErrorKind::Locked,
+                PgError {
+                    context: format!(
+                        "Postgres schema {schema} at {target}: {left} session(s) of an earlier writer did not end within {LOCK_WAIT:?}"
+                    ),
+                    source: None,
+                },
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -583,6 +662,32 @@ impl PgTree {
                 .map_err(db_err(&target))?;
             Ok(row.map(|r| Bytes::from(r.get::<_, &[u8]>(0))))
         })
+    }
+
+    /// The values of `keys`, in their order, from one `key = ANY($1)` statement.
+    pub(crate) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
+        let sql = format!(
+            "SELECT key, value FROM {} WHERE key = ANY($1)",
+            self.shared.tables[self.table]
+        );
+        let wanted = keys.to_vec();
+        let rows = self.shared.run(async move {
+            let client = connect(&pool, &target).await?;
+            let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
+            let rows = client
+                .query(&statement, &[&wanted])
+                .await
+                .map_err(db_err(&target))?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get::<_, Vec<u8>>(0), Bytes::from(r.get::<_, &[u8]>(1))))
+                .collect::<std::collections::HashMap<Vec<u8>, Bytes>>())
+        })?;
+        Ok(keys.iter().map(|k| rows.get(k).cloned()).collect())
     }
 
     pub(crate) fn range(&self, (lo, hi): KeyBounds) -> PgIter {

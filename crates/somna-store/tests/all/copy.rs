@@ -12,7 +12,7 @@ fn live_in(store: &Store) -> Vec<somna_core::AgentId> {
     let ids = vec![agent("mara"), agent("tobin")];
     for id in &ids {
         store.create_agent(id, NOW).unwrap();
-        let messages = append_n(&store, id, 40);
+        let messages = append_n(store, id, 40);
         let commit = commit_for(&messages[..30], "Mara asked about the smithy.", NOW);
         assert!(matches!(
             store.commit_compaction(id, &commit).unwrap(),
