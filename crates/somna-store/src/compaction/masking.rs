@@ -51,7 +51,10 @@ impl Store {
         let mut writes = WriteSet::with_capacity(3 * masked.len() + 2);
         let first_seq = masked.first().map_or(0, |m| m.seq);
         let count = masked.len();
-        for mut placeholder in masked {
+        // Every original in one multi-key read (one statement on Postgres), checked in order.
+        let keys: Vec<Vec<u8>> = masked.iter().map(|m| keys::seq(id, m.seq)).collect();
+        let values = self.inner.trees.history.get_many(&keys)?;
+        for ((mut placeholder, key), value) in masked.into_iter().zip(keys).zip(values) {
             let seq = placeholder.seq;
             if let Some(cover) = guard.covers.iter().find(|c| c.contains(seq)) {
                 return Ok(CommitOutcome::Conflict {
@@ -62,8 +65,7 @@ impl Store {
                     ),
                 });
             }
-            let key = keys::seq(id, seq);
-            let Some(value) = self.inner.trees.history.get(&key)? else {
+            let Some(value) = value else {
                 return Ok(CommitOutcome::Conflict {
                     seq,
                     reason: format!("history message {seq} is gone"),
