@@ -69,6 +69,18 @@ fn remote_json(dir: &Path, url: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// Polls the agent's status until it owes no reply and is idle (10 s at most); whether it did.
+fn answered(dir: &Path, url: &str, agent: &str) -> bool {
+    for _ in 0..200 {
+        let s = remote_json(dir, url, &["status", agent]);
+        if !s["needs_reply"].as_bool().unwrap() && s["state"] == "idle" {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
 fn healthz(url: &str) -> String {
     let addr = url.trim_start_matches("http://");
     let mut s = TcpStream::connect(addr).unwrap();
@@ -133,16 +145,10 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
         let o = somna(&["send", "smith", &said, "--from", "Aldric"]);
         assert!(o.status.success(), "{}", text(&o));
         assert!(text(&o).starts_with("accepted"), "{}", text(&o));
-        let mut answered = false;
-        for _ in 0..200 {
-            let s = json(&["status", "smith"]);
-            if !s["needs_reply"].as_bool().unwrap() && s["state"] == "idle" {
-                answered = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(answered, "smith never answered message {i}");
+        assert!(
+            answered(dir, &url, "smith"),
+            "smith never answered message {i}"
+        );
     }
     let o = somna(&["send", "wren", "Snow falls on the forge.", "--observation"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -425,16 +431,10 @@ fn the_runtime_serves_from_postgres() {
         let said = format!("Message {i}: I need a new horseshoe for my mare, she threw one.");
         let o = somna(&["send", "smith", &said, "--from", "Aldric"]);
         assert!(o.status.success(), "{}", text(&o));
-        let mut answered = false;
-        for _ in 0..200 {
-            let s = json(&["status", "smith"]);
-            if !s["needs_reply"].as_bool().unwrap() && s["state"] == "idle" {
-                answered = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(answered, "smith never answered message {i}");
+        assert!(
+            answered(dir, &api, "smith"),
+            "smith never answered message {i}"
+        );
     }
     let outcome = json(&["compact", "smith", "--force"]);
     assert_eq!(outcome["outcome"], "done", "{outcome}");

@@ -53,7 +53,7 @@ impl Store {
             TERMS,
             AGENTS,
         ] {
-            let (from, to) = (self.tree_named(name), dest.tree_named(name));
+            let (from, to) = (self.inner.db.tree(name)?, dest.inner.db.tree(name)?);
             let mut batch = Batch::default();
             let mut pending = 0;
             let mut copied = 0u64;
@@ -80,21 +80,5 @@ impl Store {
             "store copied"
         );
         Ok(report)
-    }
-
-    fn tree_named(&self, name: &'static str) -> &crate::backend::Tree {
-        let t = &self.inner.trees;
-        use tree_names::*;
-        match name {
-            AGENTS => &t.agents,
-            HISTORY => &t.history,
-            ARCHIVE => &t.archive,
-            JOURNAL => &t.journal,
-            JOURNAL_BY_SOURCE => &t.journal_by_source,
-            MEMORY => &t.memory,
-            EVENTS => &t.events,
-            UNDO => &t.undo,
-            _ => &t.terms,
-        }
     }
 }
