@@ -49,6 +49,11 @@ impl std::fmt::Display for Invalid {
 
 impl std::error::Error for Invalid {}
 
+/// jemalloc keeps RSS near live memory under many allocating threads (see the root Cargo.toml).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     // `somna history x | head` should end quietly, not panic on a closed pipe.
     sigpipe::reset();

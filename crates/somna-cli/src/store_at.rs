@@ -78,13 +78,7 @@ impl StoreAt {
                         dir.display()
                     );
                 }
-                Store::open(
-                    dir,
-                    StoreOptions {
-                        flush_every: options.flush_every,
-                    },
-                )
-                .map_err(|e| self.open_error(e))
+                Store::open(dir, StoreOptions::from(options)).map_err(|e| self.open_error(e))
             }
             StoreAt::Postgres {
                 url,

@@ -5,7 +5,8 @@
 //! replies), then prints a table: ticks/s, tick lateness p50/p99, CPU %, RSS and RSS per agent.
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
 //! one agent; 0 = none), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
-//! database, instead of sled; the table then also gives the database's size).
+//! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
+//! (sled's page cache, default `[store] cache_mb`). It runs on jemalloc, as the `somna` binary does.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +17,12 @@ use somna_core::AgentId;
 use somna_core::config::ResolvedConfig;
 use somna_runtime::{Inbound, Runtime, RuntimeOptions};
 use somna_store::{Store, StoreOptions};
+
+/// The allocator the `somna` binary ships with (somna-cli's main.rs), so RSS is what a
+/// deployment sees.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -61,7 +68,15 @@ fn main() {
     let pg = std::env::var("SOMNA_LOAD_PG_URL").ok();
     let store = match &pg {
         Some(url) => Store::temporary_postgres(url).unwrap(),
-        None => Store::open(dir.path(), StoreOptions::default()).unwrap(),
+        None => {
+            let defaults = StoreOptions::default();
+            let cache_mb = env_num("SOMNA_LOAD_CACHE_MB", defaults.cache_bytes >> 20);
+            let options = StoreOptions {
+                cache_bytes: cache_mb << 20,
+                ..defaults
+            };
+            Store::open(dir.path(), options).unwrap()
+        }
     };
     let mut text = String::from(
         "[defaults]\ntick_every = \"1s\"\nsleep_every = \"6h\"\nsleep_jitter = \"1h\"\n\

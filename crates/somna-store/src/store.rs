@@ -34,21 +34,30 @@ pub struct StoreOptions {
     /// write survives a kill after the next flush: this one, [`Store::flush`], a
     /// [`Store::durable`] wait, or dropping the last handle, whichever comes first.
     pub flush_every: Duration,
+    /// The most bytes of pages sled keeps cached in memory (its `cache_capacity`); must be above
+    /// zero. Reads of pages outside the cache go to the file (and the OS page cache).
+    pub cache_bytes: u64,
 }
 
 impl Default for StoreOptions {
-    /// sled's default: a flush every 500 ms.
+    /// A flush every 500 ms (sled's default) and a 64 MiB page cache (sled's own default is
+    /// 1 GiB, which a runtime of many small agents fills with pages it rarely reads again).
     fn default() -> Self {
         StoreOptions {
             flush_every: Duration::from_millis(500),
+            cache_bytes: DEFAULT_CACHE_MB * 1024 * 1024,
         }
     }
 }
+
+/// The default page cache of a sled store, in MiB (`[store] cache_mb`).
+pub const DEFAULT_CACHE_MB: u64 = somna_core::config::DEFAULT_STORE_CACHE_MB;
 
 impl From<&StoreConfig> for StoreOptions {
     fn from(config: &StoreConfig) -> Self {
         StoreOptions {
             flush_every: config.flush_every,
+            cache_bytes: config.cache_mb.saturating_mul(1024 * 1024),
         }
     }
 }
@@ -284,7 +293,13 @@ impl Store {
                 reason: "flush_every must be above zero".to_string(),
             });
         }
-        let db = SledDb::open(path.as_ref(), options.flush_every)?;
+        if options.cache_bytes == 0 {
+            return Err(StoreError::Invalid {
+                what: "store options",
+                reason: "cache_bytes must be above zero".to_string(),
+            });
+        }
+        let db = SledDb::open(path.as_ref(), options.flush_every, options.cache_bytes)?;
         Self::from_db(Db::Sled(db))
     }
 

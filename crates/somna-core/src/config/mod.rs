@@ -650,6 +650,9 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// The default `[store] cache_mb`: sled's page cache in MiB.
+pub const DEFAULT_STORE_CACHE_MB: u64 = 64;
+
 /// The resolved `[store]` section (also its raw form: every key has a built-in default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -667,6 +670,10 @@ pub struct StoreConfig {
     /// acknowledges as soon as the input is in sled's in-memory log: faster, but a kill within
     /// `flush_every` can lose it. (A Postgres commit is durable when it returns.)
     pub durable_acks: bool,
+    /// The most MiB of database pages sled keeps cached in the process (sled's `cache_capacity`);
+    /// above zero. Larger caches save reads of old pages (history reads, searches of agents not
+    /// touched lately) at the cost of resident memory.
+    pub cache_mb: u64,
     /// The Postgres connection URL (`postgres://user:password@host:5432/db`) for
     /// `backend = "postgres"`; never printed with its password.
     pub url: DbUrl,
@@ -685,6 +692,7 @@ impl Default for StoreConfig {
             path: PathBuf::from("data"),
             flush_every: Duration::from_millis(500),
             durable_acks: true,
+            cache_mb: DEFAULT_STORE_CACHE_MB,
             url: DbUrl::default(),
             schema: "somna".to_string(),
             pool_size: 8,

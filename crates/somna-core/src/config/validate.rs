@@ -370,6 +370,9 @@ pub(crate) fn check_store(store: &StoreConfig) -> Vec<Finding> {
     if store.flush_every.is_zero() {
         findings.push(finding("flush_every", "must be above zero"));
     }
+    if store.cache_mb == 0 {
+        findings.push(finding("cache_mb", "must be above zero"));
+    }
     if store.pool_size == 0 {
         findings.push(finding("pool_size", "must be at least 1"));
     }

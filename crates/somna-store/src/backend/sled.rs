@@ -24,7 +24,8 @@ pub(crate) struct SledDb {
 }
 
 impl SledDb {
-    /// Opens (or creates) the database in the directory `path`, flushing every `flush_every`.
+    /// Opens (or creates) the database in the directory `path`, flushing every `flush_every` and
+    /// caching at most `cache_bytes` of pages.
     ///
     /// A process killed while sled 0.34 writes its recovery snapshot leaves a half-written
     /// `snap.*.generating` file that sled then reads as corruption and refuses to open (sled lists
@@ -32,12 +33,13 @@ impl SledDb {
     /// valid snapshot: sled renames it only after writing and syncing it whole. So when opening
     /// fails with corruption and such files exist, they are removed (with a warning) and the open
     /// is retried once. A database that is open elsewhere fails earlier, on sled's file lock.
-    pub(crate) fn open(path: &Path, flush_every: Duration) -> Result<SledDb> {
+    pub(crate) fn open(path: &Path, flush_every: Duration, cache_bytes: u64) -> Result<SledDb> {
         let flush_ms = u64::try_from(flush_every.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
         let config = sled::Config::new()
             .path(path)
+            .cache_capacity(cache_bytes)
             .flush_every_ms(Some(flush_ms));
         let db = match open_waiting_for_lock(&config) {
             Ok(db) => db,

@@ -112,7 +112,13 @@ fn crash_child() {
         return;
     };
     child_loop(seed, |flush_every| {
-        Store::open(Path::new(&dir), StoreOptions { flush_every })
+        Store::open(
+            Path::new(&dir),
+            StoreOptions {
+                flush_every,
+                ..StoreOptions::default()
+            },
+        )
     });
 }
 
@@ -475,12 +481,25 @@ fn a_zero_flush_interval_is_refused() {
         dir.path(),
         StoreOptions {
             flush_every: Duration::ZERO,
+            ..StoreOptions::default()
         },
     )
     .unwrap_err();
     assert_eq!(
         err.to_string(),
         "invalid store options: flush_every must be above zero"
+    );
+    let err = Store::open(
+        dir.path(),
+        StoreOptions {
+            cache_bytes: 0,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid store options: cache_bytes must be above zero"
     );
 }
 }
