@@ -167,7 +167,7 @@ pub(crate) async fn journal(state: State, req: HttpRequest) -> Reply {
         .get("source_type")
         .map(|s| s.trim().parse::<SourceType>())
         .transpose()
-        .map_err(|e| ApiError::bad_param("source_type", e))?;
+        .map_err(|e| ApiError::bad_param("source_type", e.to_string()))?;
     let tags: Vec<String> = params
         .all("tag")
         .flat_map(|t| t.split(','))
