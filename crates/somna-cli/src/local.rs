@@ -93,26 +93,11 @@ impl Backend for Local {
         self.require_agent(id)?;
         let now = now();
         let query = JournalQuery {
-            source_type: filters
-                .source
-                .as_deref()
-                .map(str::parse)
-                .transpose()
-                .map_err(|e| Invalid(format!("--source: {e}")))?,
+            source_type: flag_value("--source", filters.source.as_deref(), str::parse)?,
             tags: filters.tags.clone(),
             min_importance: filters.min_importance,
-            since: filters
-                .since
-                .as_deref()
-                .map(|s| parse_time(s, now))
-                .transpose()
-                .map_err(|e| Invalid(format!("--since: {e}")))?,
-            until: filters
-                .until
-                .as_deref()
-                .map(|s| parse_time(s, now))
-                .transpose()
-                .map_err(|e| Invalid(format!("--until: {e}")))?,
+            since: flag_value("--since", filters.since.as_deref(), |s| parse_time(s, now))?,
+            until: flag_value("--until", filters.until.as_deref(), |s| parse_time(s, now))?,
             before_id: None,
             limit: filters.limit,
         };
@@ -456,4 +441,17 @@ fn run_async<F: std::future::Future>(f: F) -> Result<F::Output> {
         .enable_all()
         .build()?;
     Ok(rt.block_on(f))
+}
+
+/// The value of the option `flag`, when given, read by `parse`; a bad one is [`Invalid`], named by
+/// its flag.
+fn flag_value<T, E: std::fmt::Display>(
+    flag: &str,
+    value: Option<&str>,
+    parse: impl FnOnce(&str) -> std::result::Result<T, E>,
+) -> std::result::Result<Option<T>, Invalid> {
+    value
+        .map(parse)
+        .transpose()
+        .map_err(|e| Invalid(format!("{flag}: {e}")))
 }

@@ -42,6 +42,19 @@ impl Out {
         self.print_json(value);
     }
 
+    /// Prints `answer` as JSON with `--json`, else `none` when the list it holds is `empty`;
+    /// true when either was printed, false when the caller is to print the list as text.
+    fn json_or_none<T: Serialize + ?Sized>(&self, answer: &T, empty: bool, none: &str) -> bool {
+        if self.json {
+            self.print_json(answer);
+        } else if empty {
+            println!("{none}");
+        } else {
+            return false;
+        }
+        true
+    }
+
     /// A one-line confirmation.
     pub fn done(&self, text: &str) {
         if self.json {
@@ -206,12 +219,11 @@ impl Out {
 
     /// An agent's memory facts, oldest first, with the journal entries they came from.
     pub fn facts<T: Serialize + ?Sized>(&self, answer: &T, facts: &[Fact]) {
-        if self.json {
-            self.print_json(answer);
-            return;
-        }
-        if facts.is_empty() {
-            println!("no facts yet (sleep distills them from the journal)");
+        if self.json_or_none(
+            answer,
+            facts.is_empty(),
+            "no facts yet (sleep distills them from the journal)",
+        ) {
             return;
         }
         for f in facts {
@@ -232,12 +244,7 @@ impl Out {
 
     /// An agent's event log, newest first.
     pub fn events<T: Serialize + ?Sized>(&self, answer: &T, events: &[EventRecord]) {
-        if self.json {
-            self.print_json(answer);
-            return;
-        }
-        if events.is_empty() {
-            println!("no events yet");
+        if self.json_or_none(answer, events.is_empty(), "no events yet") {
             return;
         }
         for e in events {
@@ -443,12 +450,7 @@ compactions, {fallbacks} by fallback)",
     }
 
     pub fn agents(&self, agents: &[AgentRecord]) {
-        if self.json {
-            self.print_json(agents);
-            return;
-        }
-        if agents.is_empty() {
-            println!("no agents");
+        if self.json_or_none(agents, agents.is_empty(), "no agents") {
             return;
         }
         println!(
@@ -504,12 +506,7 @@ compactions, {fallbacks} by fallback)",
     }
 
     pub fn journal(&self, entries: &[JournalEntry]) {
-        if self.json {
-            self.print_json(entries);
-            return;
-        }
-        if entries.is_empty() {
-            println!("no matching journal entries");
+        if self.json_or_none(entries, entries.is_empty(), "no matching journal entries") {
             return;
         }
         for e in entries {

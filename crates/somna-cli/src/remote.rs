@@ -210,11 +210,36 @@ impl Remote {
 
     /// Prints `value` as it came (`--json`), else its text form by `text`.
     fn print<T: DeserializeOwned>(&self, value: &Value, text: impl FnOnce(T)) -> Result<()> {
+        self.print_part(value, value, "the server's answer has", text)
+    }
+
+    /// Prints what several pages gathered as one page of the server's shape (`{key: list,
+    /// next_key: next}`), else the list's text form by `text`.
+    fn print_page<T: DeserializeOwned>(
+        &self,
+        (key, list): (&str, Vec<Value>),
+        (next_key, next): (&str, Option<u64>),
+        what: &str,
+        text: impl FnOnce(T),
+    ) -> Result<()> {
+        let page = json!({ key: list, next_key: next });
+        self.print_part(&page, &page[key], what, text)
+    }
+
+    /// Prints `shown` as it is (`--json`), else the text form of `part` (what of it the text
+    /// shows) by `text`; `what` says whose shape is unexpected when `part` is not a `T`.
+    fn print_part<T: DeserializeOwned>(
+        &self,
+        shown: &Value,
+        part: &Value,
+        what: &str,
+        text: impl FnOnce(T),
+    ) -> Result<()> {
         if self.out.is_json() {
-            self.out.value(value);
+            self.out.value(shown);
         } else {
-            let typed = serde_json::from_value(value.clone())
-                .context("the server's answer has an unexpected shape")?;
+            let typed =
+                T::deserialize(part).with_context(|| format!("{what} an unexpected shape"))?;
             text(typed);
         }
         Ok(())
@@ -233,14 +258,12 @@ impl Backend for Remote {
         let overrides = crate::cli::parse_overrides(changes)?;
         let body = json!({ "id": id, "config": compact_json(serde_json::to_value(&overrides)?) });
         let answer = self.post("/v1/agents", &body)?;
-        if self.out.is_json() {
-            self.out.value(&answer);
-        } else {
-            let config: AgentConfig = serde_json::from_value(answer["config"].clone())
-                .context("the server's answer has an unexpected shape")?;
-            self.out.created(&config);
-        }
-        Ok(())
+        self.print_part(
+            &answer,
+            &answer["config"],
+            "the server's answer has",
+            |config: AgentConfig| self.out.created(&config),
+        )
     }
 
     /// `DELETE /v1/agents/{id}`.
@@ -338,15 +361,12 @@ impl Backend for Remote {
         if let Some(n) = limit {
             messages.drain(..messages.len().saturating_sub(n));
         }
-        if self.out.is_json() {
-            self.out
-                .value(&json!({ "messages": messages, "next_from_seq": null }));
-        } else {
-            let typed: Vec<Message> = serde_json::from_value(Value::Array(messages))
-                .context("the server's messages have an unexpected shape")?;
-            self.out.messages(&typed);
-        }
-        Ok(())
+        self.print_page(
+            ("messages", messages),
+            ("next_from_seq", None),
+            "the server's messages have",
+            |typed: Vec<Message>| self.out.messages(&typed),
+        )
     }
 
     /// `GET /v1/agents/{id}/journal`, page after page until `limit` entries (or the last page).
@@ -391,15 +411,12 @@ impl Backend for Remote {
                 break;
             }
         }
-        if self.out.is_json() {
-            self.out
-                .value(&json!({ "entries": entries, "next_cursor": cursor }));
-        } else {
-            let typed: Vec<JournalEntry> = serde_json::from_value(Value::Array(entries))
-                .context("the server's journal entries have an unexpected shape")?;
-            self.out.journal(&typed);
-        }
-        Ok(())
+        self.print_page(
+            ("entries", entries),
+            ("next_cursor", cursor),
+            "the server's journal entries have",
+            |typed: Vec<JournalEntry>| self.out.journal(&typed),
+        )
     }
 
     /// `GET /v1/agents/{id}/archive/search`.
@@ -408,14 +425,12 @@ impl Backend for Remote {
             &agent_path(id, "/archive/search"),
             &[("q", query.to_string()), ("limit", limit.to_string())],
         )?;
-        if self.out.is_json() {
-            self.out.value(&answer);
-        } else {
-            let hits: Vec<Message> = serde_json::from_value(answer["hits"].clone())
-                .context("the server's hits have an unexpected shape")?;
-            self.out.messages(&hits);
-        }
-        Ok(())
+        self.print_part(
+            &answer,
+            &answer["hits"],
+            "the server's hits have",
+            |hits: Vec<Message>| self.out.messages(&hits),
+        )
     }
 
     /// `GET /v1/agents/{id}/facts`.

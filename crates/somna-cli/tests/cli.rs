@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Output;
 
-use support::{somna, text};
+use support::{assert_says, somna, text};
 
 const CONFIG: &str = r#"
 [store]
@@ -41,11 +41,11 @@ fn check_config_exit_codes() {
     // A file that is missing, unreadable or not UTF-8 is an invalid configuration: exit 2.
     let o = somna(dir.path(), &["check-config", "missing.toml"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("cannot read config file missing.toml"));
+    assert_says(&o, "cannot read config file missing.toml");
     std::fs::create_dir(dir.path().join("dir.toml")).unwrap();
     let o = somna(dir.path(), &["check-config", "dir.toml"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("cannot read config file dir.toml"));
+    assert_says(&o, "cannot read config file dir.toml");
     std::fs::write(
         dir.path().join("latin1.toml"),
         b"[defaults]\npersona = \"Caf\xe9\"\n",
@@ -53,11 +53,7 @@ fn check_config_exit_codes() {
     .unwrap();
     let o = somna(dir.path(), &["check-config", "latin1.toml"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("config file latin1.toml is not UTF-8 text"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "config file latin1.toml is not UTF-8 text");
 }
 
 /// An agent `smith` with `n` imported messages (400: a few compactions; 60: none yet) in a fresh
@@ -128,11 +124,7 @@ fn commands_print_text_unless_json_is_given() {
     // No summary at that seq: an error naming it (exit 1), not a quiet `not_found`.
     let o = somna(d, &["uncompact", "smith", "999999", "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("no summary with seq 999999"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "no summary with seq 999999");
 }
 
 #[test]
@@ -359,22 +351,18 @@ fn journal_and_errors_for_unknown_agents() {
     );
     let o = somna(dir.path(), &["history", "nobody"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o).contains("unknown agent \"nobody\""),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "unknown agent \"nobody\"");
     let o = somna(
         dir.path(),
         &["journal", "smith", "--since", "yesterday-ish"],
     );
-    assert!(text(&o).contains("--since"), "{}", text(&o));
+    assert_says(&o, "--since");
     let o = somna(
         dir.path(),
         &["configure", "smith", "compaction.emergency_threshold=0.5"],
     );
     assert!(!o.status.success());
-    assert!(text(&o).contains("emergency_threshold"), "{}", text(&o));
+    assert_says(&o, "emergency_threshold");
 }
 
 /// Issue 10 item 5: `somna send` refuses input over the agent's `max_input_tokens` with exit 2 and
@@ -437,11 +425,7 @@ fn import_keeps_message_times_and_export_writes_them_back() {
     .unwrap();
     let o = somna(dir.path(), &["import", "other", "bad.jsonl", "-q"]);
     assert!(!o.status.success());
-    assert!(
-        text(&o).contains("line 1: created_at \"tuesday\" is not an RFC 3339 time"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "line 1: created_at \"tuesday\" is not an RFC 3339 time");
     // The prompt dates what it recalls from the archive.
     let o = somna(
         dir.path(),
@@ -511,7 +495,7 @@ fn eval_recall_prints_a_json_report_of_the_three_methods() {
 
     let o = somna(dir.path(), &["eval", "recall", "no-such-dir"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("no-such-dir"), "{}", text(&o));
+    assert_says(&o, "no-such-dir");
     let o = somna(
         dir.path(),
         &["eval", "recall", dataset, "--server", "http://127.0.0.1:1"],

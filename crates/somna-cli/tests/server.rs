@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Served, text};
+use support::{Served, assert_says, text};
 
 const TOKEN: &str = "cli-test-token";
 
@@ -134,7 +134,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     );
     let o = somna(&["create", "smith"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("error: agent_exists: "), "{}", text(&o));
+    assert_says(&o, "error: agent_exists: ");
     let v = json(&["create", "wren"]);
     assert_eq!(v["id"], "wren");
     assert_eq!(v["config"]["persona"], "You are Brenna, the village smith.");
@@ -202,17 +202,9 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert_eq!(j["next_cursor"], Value::Null);
     let o = somna(&["journal", "smith", "--since", "yesterday"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("error: bad_request: since: "),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "error: bad_request: since: ");
     let o = somna(&["history", "smith"]);
-    assert!(
-        text(&o).contains("[summary gen 1 of #0..#7, 8 msgs]"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "[summary gen 1 of #0..#7, 8 msgs]");
     let archive = json(&["history", "smith", "--archive"]);
     assert_eq!(archive["messages"].as_array().unwrap().len(), 8);
     let hits = json(&["search", "smith", "horseshoe", "-n", "2"]);
@@ -254,11 +246,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert_eq!(v["restored"], 8);
     let o = somna(&["uncompact", "smith", &summary_seq.to_string()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o).contains("error: unknown_summary: "),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "error: unknown_summary: ");
     let v = json(&["sleep", "smith"]);
     assert_eq!(v["outcome"], "slept", "{v}");
     // The text forms of the server's answers.
@@ -266,30 +254,23 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).starts_with("slept"), "{}", text(&o));
     let o = somna(&["events", "smith"]);
-    assert!(
-        text(&o).contains(&format!(
-            "uncompaction: summary #{summary_seq} undone, 8 messages restored"
-        )),
-        "{}",
-        text(&o)
+    assert_says(
+        &o,
+        &format!("uncompaction: summary #{summary_seq} undone, 8 messages restored"),
     );
-    assert!(text(&o).contains(" compaction (manual, "), "{}", text(&o));
+    assert_says(&o, " compaction (manual, ");
 
     // Errors: unknown agent (1), wrong or missing token (1, 401), local-only commands (2).
     let o = somna(&["status", "ghost"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o).contains("error: unknown_agent: no agent with id \"ghost\""),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "error: unknown_agent: no agent with id \"ghost\"");
     for token in [Some("wrong-token"), None] {
         let o = command(dir, token)
             .args(["--server", &url, "agents"])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(text(&o).contains("error: unauthorized: "), "{}", text(&o));
+        assert_says(&o, "error: unauthorized: ");
     }
     for args in [
         &["check"][..],
@@ -299,11 +280,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     ] {
         let o = somna(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        assert!(
-            text(&o).contains("works on a local database only"),
-            "{}",
-            text(&o)
-        );
+        assert_says(&o, "works on a local database only");
     }
     let o = somna(&["send", "a b", "hi"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -314,7 +291,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert!(text(&o).starts_with("retired smith"), "{}", text(&o));
     let o = somna(&["send", "smith", "Are you there?"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("error: agent_retired: "), "{}", text(&o));
+    assert_says(&o, "error: agent_retired: ");
     let h = json(&["history", "smith"]);
     let retired_history = h["messages"].as_array().unwrap().len();
     assert!(retired_history >= 12, "{h}");
@@ -347,11 +324,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert_eq!(smith["retired"], true);
     assert_eq!(smith["overrides"]["compaction"]["emergency_threshold"], 0.9);
     let o = local(&["journal", "wren", "--source", "observation"]);
-    assert!(
-        text(&o).contains("Snow falls on the forge."),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "Snow falls on the forge.");
 }
 
 #[test]
@@ -364,38 +337,30 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("a non-loopback address needs a bearer token"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "a non-loopback address needs a bearer token");
     assert!(!dir.join("db").exists(), "nothing started");
 
     // create / configure / delete on a local database.
     let local = |args: &[&str]| command(dir, None).args(args).output().unwrap();
     let o = local(&["create", "smith", "compaction.emergency_threshold=0.5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("compaction.emergency_threshold"),
-        "{}",
-        text(&o)
-    );
+    assert_says(&o, "compaction.emergency_threshold");
     let o = local(&["create", "smith", "model=smith-7b", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["config"]["model"], "smith-7b");
     let o = local(&["create", "smith"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("already exists"), "{}", text(&o));
+    assert_says(&o, "already exists");
     let o = local(&["configure", "smith", "compaction.emergency_threshold=0.5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let o = local(&["delete", "smith"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = local(&["send", "smith", "hello"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("was retired"), "{}", text(&o));
+    assert_says(&o, "was retired");
     let o = local(&["agents"]);
-    assert!(text(&o).contains("(retired)"), "{}", text(&o));
+    assert_says(&o, "(retired)");
 }
 
 /// The same runtime on the Postgres backend: `somna run --serve` with `[store] backend =

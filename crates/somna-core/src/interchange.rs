@@ -83,7 +83,7 @@ pub enum InterchangeError {
     },
     /// `role` is not one Somna knows.
     #[error("{0}")]
-    Role(String),
+    Role(crate::names::UnknownName),
     /// A `tool` message without the `tool_call_id` it answers.
     #[error("a tool message needs tool_call_id")]
     MissingToolCallId,

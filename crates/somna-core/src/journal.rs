@@ -1,7 +1,5 @@
 //! The journal (what an agent noted, observed, reflected on, or compacted) and memory facts.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::message::Seq;
@@ -13,61 +11,22 @@ pub type EntryId = u64;
 /// A memory fact's sequence number, unique per agent.
 pub type FactId = u64;
 
-/// Where a journal entry came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceType {
-    /// Something the agent saw or was told (host events, user input worth keeping).
-    Observation,
-    /// Something the agent chose to write down (the `journal_add` tool).
-    Note,
-    /// A higher-level insight written during sleep.
-    Reflection,
-    /// The synthesis entry a compaction writes: its summary.
-    Compaction,
-    /// A notable fact pulled out of a compaction's body before the verbatim turns were archived.
-    Extraction,
-}
-
-impl SourceType {
-    /// Every source type, in a stable order.
-    pub const ALL: [SourceType; 5] = [
-        SourceType::Observation,
-        SourceType::Note,
-        SourceType::Reflection,
-        SourceType::Compaction,
-        SourceType::Extraction,
-    ];
-
-    /// The name used in config, the CLI, the API and the `journal_by_source` index.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceType::Observation => "observation",
-            SourceType::Note => "note",
-            SourceType::Reflection => "reflection",
-            SourceType::Compaction => "compaction",
-            SourceType::Extraction => "extraction",
-        }
-    }
-}
-
-impl fmt::Display for SourceType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for SourceType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SourceType::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown source type {s:?} (expected one of: observation, note, reflection, compaction, extraction)"
-                )
-            })
+crate::str_enum! {
+    /// Where a journal entry came from. Its name (`as_str`) is the one used in config, the CLI,
+    /// the API and the `journal_by_source` index.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum SourceType as "source type" {
+        /// Something the agent saw or was told (host events, user input worth keeping).
+        Observation = "observation",
+        /// Something the agent chose to write down (the `journal_add` tool).
+        Note = "note",
+        /// A higher-level insight written during sleep.
+        Reflection = "reflection",
+        /// The synthesis entry a compaction writes: its summary.
+        Compaction = "compaction",
+        /// A notable fact pulled out of a compaction's body before the verbatim turns were archived.
+        Extraction = "extraction",
     }
 }
 

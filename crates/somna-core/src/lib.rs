@@ -12,6 +12,7 @@
 //!   over `max_context_tokens`); every caller uses `Usage::new`.
 //! - [`compaction`]: `plan` (head/body/tail, tool groups, chunks), masking, the summary message text.
 //! - [`interchange`]: OpenAI-format JSONL (import/export).
+//! - [`names`]: [`str_enum!`], enums with a name per variant (`as_str`, `ALL`, `Display`, `FromStr`).
 //! - [`retrieval`]: BM25 keyword scoring for the working context and `recall`.
 //! - [`id`], [`time`]: `AgentId` and `Timestamp` (core never reads the clock; callers pass `now`).
 
@@ -21,6 +22,7 @@ pub mod id;
 pub mod interchange;
 pub mod journal;
 pub mod message;
+pub mod names;
 pub mod record;
 pub mod retrieval;
 pub mod time;

@@ -1,7 +1,5 @@
 //! Messages: the unit of an agent's history and archive.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
@@ -9,46 +7,16 @@ use crate::time::Timestamp;
 /// A message's sequence number, unique per agent and increasing in append order.
 pub type Seq = u64;
 
-/// Who wrote a message, as in the OpenAI chat format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-impl Role {
-    /// The wire name (`system`, `user`, `assistant`, `tool`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "system" | "developer" => Ok(Role::System),
-            "user" => Ok(Role::User),
-            "assistant" => Ok(Role::Assistant),
-            "tool" => Ok(Role::Tool),
-            other => Err(format!(
-                "unknown role {other:?} (expected system, user, assistant or tool)"
-            )),
-        }
+crate::str_enum! {
+    /// Who wrote a message, as in the OpenAI chat format; its name is the wire name (`system`,
+    /// `user`, `assistant`, `tool`), and `developer` reads as `system`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Role as "role" {
+        System = "system" | "developer",
+        User = "user",
+        Assistant = "assistant",
+        Tool = "tool",
     }
 }
 
@@ -98,6 +66,57 @@ pub struct SummaryMeta {
     pub compacted_at: Timestamp,
 }
 
+/// Gives a message type of the OpenAI chat shape (fields `role`, `content`, `name`,
+/// `tool_calls`, `tool_call_id`, and a `new(role, content)` that leaves the others empty) its
+/// constructors, written once for [`Message`] and the LLM client's request message: `system`,
+/// `user`, `assistant`, `assistant_calls`, `tool_result` and `with_name`.
+#[macro_export]
+macro_rules! chat_constructors {
+    ($message:ident) => {
+        impl $message {
+            /// A system message.
+            pub fn system(content: impl Into<String>) -> Self {
+                Self::new($crate::message::Role::System, content)
+            }
+
+            /// A user message.
+            pub fn user(content: impl Into<String>) -> Self {
+                Self::new($crate::message::Role::User, content)
+            }
+
+            /// An assistant message.
+            pub fn assistant(content: impl Into<String>) -> Self {
+                Self::new($crate::message::Role::Assistant, content)
+            }
+
+            /// An assistant message that requests tool calls.
+            pub fn assistant_calls(
+                content: impl Into<String>,
+                calls: Vec<$crate::message::ToolCall>,
+            ) -> Self {
+                $message {
+                    tool_calls: calls,
+                    ..Self::new($crate::message::Role::Assistant, content)
+                }
+            }
+
+            /// A tool result answering `call_id`.
+            pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+                $message {
+                    tool_call_id: Some(call_id.into()),
+                    ..Self::new($crate::message::Role::Tool, content)
+                }
+            }
+
+            /// Sets the participant name.
+            pub fn with_name(mut self, name: impl Into<String>) -> Self {
+                self.name = Some(name.into());
+                self
+            }
+        }
+    };
+}
+
 /// One message of an agent's history or archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -121,6 +140,8 @@ pub struct Message {
     pub kind: MessageKind,
 }
 
+crate::chat_constructors!(Message);
+
 impl Message {
     /// The text a summary message starts with.
     pub const SUMMARY_PREFIX: &'static str = "[CONTEXT SUMMARY]";
@@ -138,38 +159,6 @@ impl Message {
             tokens: 0,
             kind: MessageKind::Normal,
         }
-    }
-
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::new(Role::User, content)
-    }
-
-    /// An assistant message.
-    pub fn assistant(content: impl Into<String>) -> Self {
-        Self::new(Role::Assistant, content)
-    }
-
-    /// An assistant message that requests tool calls.
-    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
-        Message {
-            tool_calls: calls,
-            ..Self::new(Role::Assistant, content)
-        }
-    }
-
-    /// A tool result answering `call_id`.
-    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(call_id.into()),
-            ..Self::new(Role::Tool, content)
-        }
-    }
-
-    /// Sets the participant name.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
     }
 
     /// Sets the creation time.

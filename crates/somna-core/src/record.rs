@@ -1,8 +1,6 @@
 //! Per-agent bookkeeping (`AgentRecord`) and the durable log (`CompactionRecord`, `EventRecord`,
 //! `LoggedEvent`).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::config::AgentOverrides;
@@ -95,32 +93,17 @@ impl AgentRecord {
     }
 }
 
-/// What started a compaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    /// During a Sleep, after consolidation, at the sleep threshold.
-    Sleep,
-    /// At the start of a tick, at the emergency threshold.
-    Emergency,
-    /// Asked for through the API or the CLI; always runs.
-    Manual,
-}
-
-impl Trigger {
-    /// The name used in logs, metrics and the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Sleep => "sleep",
-            Trigger::Emergency => "emergency",
-            Trigger::Manual => "manual",
-        }
-    }
-}
-
-impl fmt::Display for Trigger {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::str_enum! {
+    /// What started a compaction; its name is the one used in logs, metrics and the API.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Trigger as "trigger" {
+        /// During a Sleep, after consolidation, at the sleep threshold.
+        Sleep = "sleep",
+        /// At the start of a tick, at the emergency threshold.
+        Emergency = "emergency",
+        /// Asked for through the API or the CLI; always runs.
+        Manual = "manual",
     }
 }
 

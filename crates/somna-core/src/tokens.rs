@@ -55,16 +55,19 @@ pub const REPLY_PRIMING: u32 = 3;
 /// that errs high, like the framing of a message.
 pub const TOKENS_PER_TOOL_CALL: u32 = 3;
 
-/// How a model's tokens are counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tokenizer {
-    /// OpenAI's `o200k_base`: gpt-4o, gpt-4.1, gpt-4.5, gpt-5, the o1/o3/o4 families, gpt-oss.
-    O200k,
-    /// OpenAI's `cl100k_base`: gpt-4 (not 4o), gpt-3.5-turbo, text-embedding-3 and ada-002.
-    Cl100k,
-    /// The estimate for every other model (local llama-family models, `builtin`, `smollm2`…).
-    Heuristic,
+crate::str_enum! {
+    /// How a model's tokens are counted; its name is the encoding's (`o200k_base`, `cl100k_base`,
+    /// `heuristic`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Tokenizer as "tokenizer" {
+        /// OpenAI's `o200k_base`: gpt-4o, gpt-4.1, gpt-4.5, gpt-5, the o1/o3/o4 families, gpt-oss.
+        O200k = "o200k_base",
+        /// OpenAI's `cl100k_base`: gpt-4 (not 4o), gpt-3.5-turbo, text-embedding-3 and ada-002.
+        Cl100k = "cl100k_base",
+        /// The estimate for every other model (local llama-family models, `builtin`, `smollm2`…).
+        Heuristic = "heuristic",
+    }
 }
 
 impl Tokenizer {
@@ -105,19 +108,9 @@ impl Tokenizer {
         !matches!(self, Tokenizer::Heuristic)
     }
 
-    /// The encoding's name (`o200k_base`, `cl100k_base`, `heuristic`).
+    /// The encoding's name (`o200k_base`, `cl100k_base`, `heuristic`): [`Tokenizer::as_str`].
     pub fn name(self) -> &'static str {
-        match self {
-            Tokenizer::O200k => "o200k_base",
-            Tokenizer::Cl100k => "cl100k_base",
-            Tokenizer::Heuristic => "heuristic",
-        }
-    }
-}
-
-impl fmt::Display for Tokenizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.as_str()
     }
 }
 

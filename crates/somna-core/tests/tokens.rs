@@ -382,19 +382,22 @@ fn calibration_moves_by_bounded_steps_from_one() {
     assert_eq!(cal.apply(1000), 1060);
 }
 
+/// A new calibration after `times` reports of `reported` tokens for a local count of `estimated`.
+fn observed(times: usize, estimated: u64, reported: u64) -> Calibration {
+    let mut cal = Calibration::default();
+    for _ in 0..times {
+        cal.observe(estimated, reported);
+    }
+    cal
+}
+
 #[test]
 fn calibration_converges_to_the_reported_ratio() {
-    let mut cal = Calibration::default();
-    for _ in 0..80 {
-        cal.observe(1000, 1350);
-    }
+    let cal = observed(80, 1000, 1350);
     assert!((cal.factor - 1.35).abs() < 1e-4, "{}", cal.factor);
     assert_eq!(cal.samples, 80);
     // Reaching 1.35 from 1.0 takes at least 0.35 / MAX_STEP = 7 reports.
-    let mut fresh = Calibration::default();
-    for _ in 0..6 {
-        fresh.observe(1000, 1350);
-    }
+    let fresh = observed(6, 1000, 1350);
     assert!(fresh.factor < 1.35 - 1e-9, "{}", fresh.factor);
 }
 
@@ -451,10 +454,7 @@ fn a_server_that_always_reports_100_cannot_lower_usage() {
 #[test]
 fn a_server_that_reports_less_than_the_local_count_never_lowers_usage() {
     // Plausible but low (0.6×), many times: the learned factor follows, the applied one stays 1.0.
-    let mut cal = Calibration::default();
-    for _ in 0..100 {
-        cal.observe(1000, 600);
-    }
+    let cal = observed(100, 1000, 600);
     assert!((cal.factor - 0.6).abs() < 1e-4, "{}", cal.factor);
     assert_eq!(cal.effective_factor(), 1.0);
     assert_eq!(cal.apply(7752), 7752);

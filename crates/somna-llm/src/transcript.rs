@@ -494,26 +494,57 @@ fn compact_json(text: &str) -> String {
         return text.to_string();
     }
     let mut out = String::with_capacity(trimmed.len());
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = JsonStrings::default();
     for c in trimmed.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !c.is_whitespace() {
-            out.push(c);
+        match strings.read(c) {
+            InJson::Outside if c.is_whitespace() => {}
+            _ => out.push(c),
         }
     }
     out
+}
+
+/// Where each character of JSON text stands with respect to its strings, read one character at a
+/// time (escapes inside strings followed).
+#[derive(Debug, Default)]
+pub(crate) struct JsonStrings {
+    in_string: bool,
+    escaped: bool,
+}
+
+/// Where one character of JSON text stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InJson {
+    /// Outside every string.
+    Outside,
+    /// The quote that opens a string.
+    Opens,
+    /// Inside a string (an escaped quote included).
+    Inside,
+    /// The quote that closes a string.
+    Closes,
+}
+
+impl JsonStrings {
+    /// Reads the next character `c`.
+    pub(crate) fn read(&mut self, c: char) -> InJson {
+        if !self.in_string {
+            if c == '"' {
+                self.in_string = true;
+                return InJson::Opens;
+            }
+            return InJson::Outside;
+        }
+        if self.escaped {
+            self.escaped = false;
+        } else if c == '\\' {
+            self.escaped = true;
+        } else if c == '"' {
+            self.in_string = false;
+            return InJson::Closes;
+        }
+        InJson::Inside
+    }
 }
 
 fn shorten(text: &str, max_chars: usize) -> String {

@@ -1,58 +1,30 @@
 //! The request and response types of [`LlmClient`](crate::LlmClient): provider-neutral, serde-friendly.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use somna_core::config::ToolSpec;
 use somna_core::{Message, Role, ToolCall};
 
-/// What a request is for. A hint for logs, metrics and the builtin provider; it is not sent over the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Purpose {
-    /// An agent's conversational turn.
-    #[default]
-    Chat,
-    /// A compaction summary of a framed transcript.
-    Summarize,
-    /// Pre-compaction extraction of notable facts from a framed transcript.
-    Extract,
-    /// Consolidation of journal entries into durable memory facts.
-    Consolidate,
-    /// An importance score (1–10) for one text.
-    Score,
-    /// A higher-level reflection over recent journal entries.
-    Reflect,
-}
-
-impl Purpose {
-    /// Every purpose, in a stable order.
-    pub const ALL: [Purpose; 6] = [
-        Purpose::Chat,
-        Purpose::Summarize,
-        Purpose::Extract,
-        Purpose::Consolidate,
-        Purpose::Score,
-        Purpose::Reflect,
-    ];
-
-    /// The snake_case name used in logs and metrics labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Chat => "chat",
-            Purpose::Summarize => "summarize",
-            Purpose::Extract => "extract",
-            Purpose::Consolidate => "consolidate",
-            Purpose::Score => "score",
-            Purpose::Reflect => "reflect",
-        }
-    }
-}
-
-impl fmt::Display for Purpose {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+somna_core::str_enum! {
+    /// What a request is for. A hint for logs, metrics and the builtin provider; it is not sent
+    /// over the wire. Its name is the snake_case one used in logs and metrics labels.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Purpose as "purpose" {
+        /// An agent's conversational turn.
+        #[default]
+        Chat = "chat",
+        /// A compaction summary of a framed transcript.
+        Summarize = "summarize",
+        /// Pre-compaction extraction of notable facts from a framed transcript.
+        Extract = "extract",
+        /// Consolidation of journal entries into durable memory facts.
+        Consolidate = "consolidate",
+        /// An importance score (1–10) for one text.
+        Score = "score",
+        /// A higher-level reflection over recent journal entries.
+        Reflect = "reflect",
     }
 }
 
@@ -85,44 +57,9 @@ impl ChatMessage {
             tool_call_id: None,
         }
     }
-
-    /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
-        Self::new(Role::System, content)
-    }
-
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::new(Role::User, content)
-    }
-
-    /// An assistant message.
-    pub fn assistant(content: impl Into<String>) -> Self {
-        Self::new(Role::Assistant, content)
-    }
-
-    /// An assistant message that requests tool calls.
-    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
-        ChatMessage {
-            tool_calls: calls,
-            ..Self::new(Role::Assistant, content)
-        }
-    }
-
-    /// A tool result answering `call_id`.
-    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            tool_call_id: Some(call_id.into()),
-            ..Self::new(Role::Tool, content)
-        }
-    }
-
-    /// Sets the participant name.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
 }
+
+somna_core::chat_constructors!(ChatMessage);
 
 impl From<&Message> for ChatMessage {
     fn from(m: &Message) -> Self {

@@ -122,8 +122,7 @@ proptest! {
             runtime.block_on(compact_all_but(&store, &agent, 1));
         }
         let mut history = store.history(&agent).unwrap();
-        let mut n = 0;
-        for (words, tools) in &case.history {
+        for (n, (words, tools)) in (0..).zip(&case.history) {
             if *tools {
                 let call = ToolCall { id: format!("c{n}"), name: "look".into(), arguments: "{}".into() };
                 let mut asks = Message::assistant("");
@@ -133,7 +132,6 @@ proptest! {
             } else {
                 history.push(counted(said(n, *words)));
             }
-            n += 1;
         }
         history.push(counted(Message::user(line(3)).with_name("Aldric")));
         let (built, working) = prompt::assemble(&store, &agent, &config, &history, &counter).unwrap();
@@ -191,29 +189,20 @@ async fn consecutive_prompts_share_everything_but_the_new_turns_and_the_note() {
     let mut config = agent_config("npc", 8_192);
     config.compaction.working_share = 0.25;
     let counter = counter();
+    // The prompt over the agent's history as it is now.
+    let current_prompt = || {
+        let history = store.history(&agent).unwrap();
+        prompt::assemble(&store, &agent, &config, &history, &counter)
+            .unwrap()
+            .0
+    };
 
     // Even turns are the user's, odd ones the agent's replies.
     store.append(&agent, said(4, 4), Timestamp(5)).unwrap();
-    let first = prompt::assemble(
-        &store,
-        &agent,
-        &config,
-        &store.history(&agent).unwrap(),
-        &counter,
-    )
-    .unwrap()
-    .0;
+    let first = current_prompt();
     store.append(&agent, said(5, 4), Timestamp(6)).unwrap();
     store.append(&agent, said(6, 4), Timestamp(7)).unwrap();
-    let second = prompt::assemble(
-        &store,
-        &agent,
-        &config,
-        &store.history(&agent).unwrap(),
-        &counter,
-    )
-    .unwrap()
-    .0;
+    let second = current_prompt();
 
     let note = first
         .note_index

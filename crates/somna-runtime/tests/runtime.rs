@@ -340,7 +340,7 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
         &serde_json::json!({"item": "shield"}),
     ));
     stub.push(Reply::text("Sorry, I could not hand it over."));
-    let runtime = start(cfg, &store, stub_client(&stub, Duration::from_secs(5)));
+    let runtime = start_stubbed(cfg, &store, &stub);
     let mut rx = runtime.subscribe();
 
     // The host answers the first call.
@@ -530,7 +530,7 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
     // The step's reply is held until the sleep and the compaction are queued behind it.
     stub.hold();
     stub.push(Reply::text("Aye, a sword."));
-    let runtime = start(cfg, &store, stub_client(&stub, Duration::from_secs(5)));
+    let runtime = start_stubbed(cfg, &store, &stub);
     let mut rx = runtime.subscribe();
     runtime
         .send(

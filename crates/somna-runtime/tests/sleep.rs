@@ -46,6 +46,29 @@ fn journaled(store: &Store, agent: &AgentId, n: usize, importance: u8) {
     }
 }
 
+/// A temporary store where `smith` has `n` journal entries of importance `importance`.
+fn smith_journaled(n: usize, importance: u8) -> (Store, AgentId) {
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    journaled(&store, &smith, n, importance);
+    (store, smith)
+}
+
+/// A runtime whose LLM is a new stub, hosting `smith` (a window of 100,000 tokens, reflection at
+/// `reflection_threshold`) with `n` journal entries of importance `importance`.
+fn smith_sleeping(
+    n: usize,
+    importance: u8,
+    reflection_threshold: u32,
+) -> (StubLlmServer, Store, AgentId, Runtime) {
+    let stub = StubLlmServer::start();
+    let (store, smith) = smith_journaled(n, importance);
+    let memory = format!("reflection_threshold = {reflection_threshold}");
+    let cfg = config(&[("smith", 100_000)], "", &memory);
+    let runtime = start_stubbed(cfg, &store, &stub);
+    (stub, store, smith, runtime)
+}
+
 fn slept(result: SleepResult) -> (Option<CompactionOutcome>, Option<String>) {
     match result {
         SleepResult::Slept { compaction, error } => (compaction, error),
@@ -57,13 +80,7 @@ fn slept(result: SleepResult) -> (Option<CompactionOutcome>, Option<String>) {
 /// an explicit "(none)" does, with no fact.
 #[actix::test]
 async fn a_consolidation_reply_without_facts_marks_nothing() {
-    let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    journaled(&store, &smith, 10, 6);
-    let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 1000");
-    let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = start(cfg, &store, llm);
+    let (stub, store, smith, runtime) = smith_sleeping(10, 6, 1000);
 
     stub.push(Reply::text("I have read the journal carefully."));
     let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
@@ -86,16 +103,13 @@ async fn a_consolidation_reply_without_facts_marks_nothing() {
 async fn a_sleep_result_carries_every_failed_step() {
     let stub = StubLlmServer::start();
     stub.set_default(Reply::Status(500, "{\"error\":\"boom\"}".into()));
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    journaled(&store, &smith, 10, 6);
+    let (store, smith) = smith_journaled(10, 6);
     fill(&store, &smith, 40, Timestamp(0));
     // Usage 75%: above the sleep threshold, below the emergency one.
     let persona = u64::from(counter().count_text("You are Brannoc, the village smith."));
     let window = ((store.usage_tokens(&smith).unwrap() + persona) as f64 / 0.75).ceil() as u32;
     let cfg = config(&[("smith", window)], "", "reflection_threshold = 20");
-    let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = start(cfg, &store, llm);
+    let runtime = start_stubbed(cfg, &store, &stub);
 
     let (compaction, error) = slept(runtime.sleep(&smith).await.unwrap());
     assert!(
@@ -117,13 +131,7 @@ async fn a_sleep_result_carries_every_failed_step() {
 /// Reflection runs during sleep once enough importance accumulated, and its size is capped.
 #[actix::test]
 async fn reflection_during_sleep_writes_capped_entries() {
-    let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    journaled(&store, &smith, 6, 9);
-    let cfg = config(&[("smith", 100_000)], "", "reflection_threshold = 50");
-    let llm = stub_client(&stub, Duration::from_secs(5));
-    let runtime = start(cfg, &store, llm);
+    let (stub, store, smith, runtime) = smith_sleeping(6, 9, 50);
     let long = "Aldric keeps coming back to the mill and its orders ".repeat(40);
     stub.push(Reply::text("- Aldric orders tools for the mill [#1, #2]"));
     stub.push(Reply::text(

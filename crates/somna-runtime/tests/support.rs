@@ -115,6 +115,11 @@ pub fn start(cfg: ResolvedConfig, store: &Store, llm: Arc<dyn LlmClient>) -> Run
     Runtime::start(cfg, store.clone(), llm, options(false)).unwrap()
 }
 
+/// Starts a runtime (no scheduled sleeps) over `store` whose LLM is `stub`, 5 s a request.
+pub fn start_stubbed(cfg: ResolvedConfig, store: &Store, stub: &StubLlmServer) -> Runtime {
+    start(cfg, store, stub_client(stub, Duration::from_secs(5)))
+}
+
 /// A temporary store where `agent` exists with `n` turns of history (see [`fill`]).
 pub fn with_history(agent: &str, n: usize) -> (Store, AgentId) {
     let store = Store::temporary().unwrap();

@@ -5,8 +5,6 @@
 //! `fields` is present only when specific values of the request were at fault (a config key, a
 //! body field).
 
-use std::fmt;
-
 use actix_web::http::StatusCode;
 use actix_web::http::header;
 use actix_web::{HttpResponse, ResponseError};
@@ -49,108 +47,59 @@ pub enum ServerError {
 /// The result type of starting and running the server.
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 
-/// The stable error codes of the API. A host program matches on these, never on messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ErrorCode {
-    /// 400: a bad query parameter, an unreadable body, a bad cursor.
-    BadRequest,
-    /// 400: the body is not JSON; the message is the parser's.
-    BadJson,
-    /// 400: an agent id that is not 1–64 characters of `[A-Za-z0-9_.-]`.
-    InvalidAgentId,
-    /// 401: a missing or wrong bearer token.
-    Unauthorized,
-    /// 408: the request body did not arrive in time.
-    RequestTimeout,
-    /// 404: no agent with that id.
-    UnknownAgent,
-    /// 404: the agent is not waiting for a tool call with that id.
-    UnknownToolCall,
-    /// 404: the agent's history has no summary with that seq (or it cannot be undone).
-    UnknownSummary,
-    /// 404: no such endpoint.
-    NotFound,
-    /// 405: the endpoint exists but not with this method.
-    MethodNotAllowed,
-    /// 409: an agent with that id exists (or existed and was retired: ids are never reused).
-    AgentExists,
-    /// 409: the agent cannot take the command now (too many commands wait behind its job in
-    /// flight, it is stopping, or an uncompact meets a compaction or sleep); try again shortly.
-    Busy,
-    /// 410: the agent was retired (deleted); its data can still be read.
-    AgentRetired,
-    /// 413: the body is larger than the limit.
-    PayloadTooLarge,
-    /// 422: JSON of the wrong shape (a missing field, a wrong type, an unknown field).
-    InvalidBody,
-    /// 422: a config change that does not validate; `fields` names each key.
-    InvalidConfig,
-    /// 422: input the agent refuses (empty content).
-    InvalidInput,
-    /// 500: a real internal failure (the store's IO).
-    Internal,
-    /// 503: the agent does not answer (stopped or overloaded).
-    Unavailable,
-    /// 503: the runtime is shutting down.
-    ShuttingDown,
-    /// 413: input larger than the agent's `compaction.max_input_tokens`; the message names the
-    /// limit and the input's size, and nothing was written.
-    InputTooLarge,
+somna_core::str_enum! {
+    /// The stable error codes of the API, named as they appear in error bodies and metrics
+    /// labels. A host program matches on these, never on messages.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum ErrorCode as "error code" {
+        /// 400: a bad query parameter, an unreadable body, a bad cursor.
+        BadRequest = "bad_request",
+        /// 400: the body is not JSON; the message is the parser's.
+        BadJson = "bad_json",
+        /// 400: an agent id that is not 1–64 characters of `[A-Za-z0-9_.-]`.
+        InvalidAgentId = "invalid_agent_id",
+        /// 401: a missing or wrong bearer token.
+        Unauthorized = "unauthorized",
+        /// 408: the request body did not arrive in time.
+        RequestTimeout = "request_timeout",
+        /// 404: no agent with that id.
+        UnknownAgent = "unknown_agent",
+        /// 404: the agent is not waiting for a tool call with that id.
+        UnknownToolCall = "unknown_tool_call",
+        /// 404: the agent's history has no summary with that seq (or it cannot be undone).
+        UnknownSummary = "unknown_summary",
+        /// 404: no such endpoint.
+        NotFound = "not_found",
+        /// 405: the endpoint exists but not with this method.
+        MethodNotAllowed = "method_not_allowed",
+        /// 409: an agent with that id exists (or existed and was retired: ids are never reused).
+        AgentExists = "agent_exists",
+        /// 409: the agent cannot take the command now (too many commands wait behind its job in
+        /// flight, it is stopping, or an uncompact meets a compaction or sleep); try again shortly.
+        Busy = "busy",
+        /// 410: the agent was retired (deleted); its data can still be read.
+        AgentRetired = "agent_retired",
+        /// 413: the body is larger than the limit.
+        PayloadTooLarge = "payload_too_large",
+        /// 422: JSON of the wrong shape (a missing field, a wrong type, an unknown field).
+        InvalidBody = "invalid_body",
+        /// 422: a config change that does not validate; `fields` names each key.
+        InvalidConfig = "invalid_config",
+        /// 422: input the agent refuses (empty content).
+        InvalidInput = "invalid_input",
+        /// 500: a real internal failure (the store's IO).
+        Internal = "internal",
+        /// 503: the agent does not answer (stopped or overloaded).
+        Unavailable = "unavailable",
+        /// 503: the runtime is shutting down.
+        ShuttingDown = "shutting_down",
+        /// 413: input larger than the agent's `compaction.max_input_tokens`; the message names the
+        /// limit and the input's size, and nothing was written.
+        InputTooLarge = "input_too_large",
+    }
 }
 
 impl ErrorCode {
-    /// Every code, in a stable order.
-    pub const ALL: [ErrorCode; 21] = [
-        ErrorCode::BadRequest,
-        ErrorCode::BadJson,
-        ErrorCode::InvalidAgentId,
-        ErrorCode::Unauthorized,
-        ErrorCode::RequestTimeout,
-        ErrorCode::UnknownAgent,
-        ErrorCode::UnknownToolCall,
-        ErrorCode::UnknownSummary,
-        ErrorCode::NotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::AgentExists,
-        ErrorCode::Busy,
-        ErrorCode::AgentRetired,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::InvalidBody,
-        ErrorCode::InvalidConfig,
-        ErrorCode::InvalidInput,
-        ErrorCode::Internal,
-        ErrorCode::Unavailable,
-        ErrorCode::ShuttingDown,
-        ErrorCode::InputTooLarge,
-    ];
-
-    /// The code as it appears in error bodies and metrics labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::BadJson => "bad_json",
-            ErrorCode::InvalidAgentId => "invalid_agent_id",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::RequestTimeout => "request_timeout",
-            ErrorCode::UnknownAgent => "unknown_agent",
-            ErrorCode::UnknownToolCall => "unknown_tool_call",
-            ErrorCode::UnknownSummary => "unknown_summary",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::AgentExists => "agent_exists",
-            ErrorCode::Busy => "busy",
-            ErrorCode::AgentRetired => "agent_retired",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::InvalidBody => "invalid_body",
-            ErrorCode::InvalidConfig => "invalid_config",
-            ErrorCode::InvalidInput => "invalid_input",
-            ErrorCode::Internal => "internal",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::ShuttingDown => "shutting_down",
-            ErrorCode::InputTooLarge => "input_too_large",
-        }
-    }
-
     /// The HTTP status that goes with the code.
     pub fn status(self) -> StatusCode {
         match self {
@@ -173,12 +122,6 @@ impl ErrorCode {
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::Unavailable | ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -381,15 +381,12 @@ async fn unknown_paths_methods_and_parameters() {
         .await
         .expect(400, Some("bad_request"));
     assert_eq!(e["error"]["fields"][0]["field"], "limit");
-    s.get("/v1/agents/wren/history?limit=0")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren/history?limit=1001")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren/history?from_seq=-3")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_requests(&[
+        "/v1/agents/wren/history?limit=0",
+        "/v1/agents/wren/history?limit=1001",
+        "/v1/agents/wren/history?from_seq=-3",
+    ])
+    .await;
     let e = s
         .get("/v1/agents/wren/history?form_seq=3")
         .await
@@ -400,15 +397,12 @@ async fn unknown_paths_methods_and_parameters() {
             .unwrap()
             .contains("unknown query parameter (expected one of: from_seq, limit)")
     );
-    s.get("/v1/agents/wren/history?limit=2&limit=3")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren?verbose=1")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents?include_retired=maybe")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_requests(&[
+        "/v1/agents/wren/history?limit=2&limit=3",
+        "/v1/agents/wren?verbose=1",
+        "/v1/agents?include_retired=maybe",
+    ])
+    .await;
     s.stop().await;
 }
 

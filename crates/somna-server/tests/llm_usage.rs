@@ -3,26 +3,17 @@
 //! the wire; and a server that refuses `response_format`, whose summaries go out as plain text
 //! from then on.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use somna_llm::LlmClient;
 use somna_testkit::{CacheReport, Reply, ResponseFormats, StubLlmServer};
 
-use crate::support::{PATIENCE, TestServer};
+use crate::support::{PATIENCE, TestServer, stub_llm};
 
 /// One agent served by `stub`, compacting down to 4 kept messages.
 fn config(stub: &StubLlmServer, cache_hint: &str) -> String {
     format!(
-        r#"
-[llm]
-provider = "openai"
-model = "stub-model"
-base_url = "{}"
-max_retries = 0
-timeout = "10s"
-cache_hint = "{cache_hint}"
+        r#"{}cache_hint = "{cache_hint}"
 
 [defaults]
 persona = "You are Wren, the steward of Millbrook."
@@ -36,13 +27,8 @@ min_compact_batch = 2
 [[agents]]
 id = "wren"
 "#,
-        stub.base_url()
+        stub_llm(stub)
     )
-}
-
-fn client(config: &str) -> Arc<dyn LlmClient> {
-    let resolved = somna_core::config::ResolvedConfig::load(config, "test.toml", &[]).unwrap();
-    somna_llm::build_client(&resolved.llm, &|_| None).unwrap()
 }
 
 /// The value of the sample line that starts with `name` (labels included).
@@ -79,7 +65,7 @@ async fn cached_tokens_reach_status_events_and_metrics() {
     stub.set_cache_report(CacheReport::CommonPrefix);
     stub.set_default(Reply::text("Good day to you, Tobias."));
     let config = config(&stub, "prompt_cache_key");
-    let s = TestServer::start_with(&config, Some(client(&config)), |_| {}).await;
+    let s = TestServer::start_served(&config, |_| {}).await;
     let mut replies = s.sse("/v1/events?agent=wren&types=agent_replied").await;
 
     say(&s, "Good morning! I bake bread by the mill.").await;
@@ -141,7 +127,7 @@ async fn cached_tokens_reach_status_events_and_metrics() {
 async fn no_cache_hint_unless_configured() {
     let stub = StubLlmServer::start();
     let config = config(&stub, "off");
-    let s = TestServer::start_with(&config, Some(client(&config)), |_| {}).await;
+    let s = TestServer::start_served(&config, |_| {}).await;
     let mut replies = s.sse("/v1/events?agent=wren&types=agent_replied").await;
     say(&s, "Good morning!").await;
     let reply = replies.next_event().await.unwrap();
@@ -171,7 +157,7 @@ async fn summaries_fall_back_to_plain_text_once_a_server_refuses_response_format
         }
     });
     let config = config(&stub, "off");
-    let s = TestServer::start_with(&config, Some(client(&config)), |_| {}).await;
+    let s = TestServer::start_served(&config, |_| {}).await;
     let mut replies = s.sse("/v1/events?agent=wren&types=agent_replied").await;
     for round in 0..2 {
         for i in 0..4 {

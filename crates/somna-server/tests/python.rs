@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::json;
 use somna_testkit::{Reply, StubLlmServer};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, keeper_config};
 
 #[actix_rt::test]
 async fn python_host_example_runs_against_the_api() {
@@ -42,31 +42,9 @@ async fn python_host_example_runs_against_the_api() {
             Reply::text("Aye, the mill keeps turning.")
         }
     });
-    let config = format!(
-        r#"
-[llm]
-provider = "openai"
-model = "stub-model"
-base_url = "{}"
-max_retries = 0
-
-[defaults]
-tick_every = "20ms"
-
-[[agents]]
-id = "keeper"
-persona = "You are Hild, the gatekeeper of Millbrook."
-
-[[agents.tools]]
-name = "open_door"
-parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }} }}
-"#,
-        stub.base_url()
-    );
-    let resolved = somna_core::config::ResolvedConfig::load(&config, "test.toml", &[]).unwrap();
-    let llm = somna_llm::build_client(&resolved.llm, &|_| None).unwrap();
+    let config = keeper_config(&stub);
     let token = "python-example-token";
-    let s = TestServer::start_with(&config, Some(llm), |o| o.token = Some(token.into())).await;
+    let s = TestServer::start_served(&config, |o| o.token = Some(token.into())).await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/python_host.py");
     let base = s.base.clone();
     let output = actix_web::rt::task::spawn_blocking(move || {

@@ -152,15 +152,12 @@ async fn paging_compaction_journal_search_uncompact_events() {
         .await
         .expect(400, Some("bad_request"));
     assert_eq!(e["error"]["fields"][0]["field"], "since");
-    s.get("/v1/agents/wren/journal?source_type=diary")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren/journal?min_importance=11")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren/journal?cursor=x")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_requests(&[
+        "/v1/agents/wren/journal?source_type=diary",
+        "/v1/agents/wren/journal?min_importance=11",
+        "/v1/agents/wren/journal?cursor=x",
+    ])
+    .await;
 
     // Journal paging: every entry, newest first, 3 at a time through the cursor.
     let everything = s
@@ -220,12 +217,11 @@ async fn paging_compaction_journal_search_uncompact_events() {
         hits[0]["content"].as_str().unwrap().contains("plough"),
         "{hits:?}"
     );
-    s.get("/v1/agents/wren/archive/search?q=")
-        .await
-        .expect(400, Some("bad_request"));
-    s.get("/v1/agents/wren/archive/search")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_requests(&[
+        "/v1/agents/wren/archive/search?q=",
+        "/v1/agents/wren/archive/search",
+    ])
+    .await;
 
     // Undo the compaction: history is whole again, the archive empty, a second undo finds nothing.
     let undone = s

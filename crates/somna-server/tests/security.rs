@@ -162,7 +162,6 @@ async fn bodies_over_the_limit_are_413() {
 
     // A chunked body (no Content-Length) is counted as it arrives.
     let addr = s.base.trim_start_matches("http://").to_string();
-    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut request = format!(
         "POST /v1/agents/wren/input HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
 Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
@@ -172,40 +171,41 @@ Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         request.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
     }
     request.push_str("0\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut response))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        response.starts_with("HTTP/1.1 413 Payload Too Large\r\n"),
-        "{response}"
-    );
-    assert!(
-        response.contains(r#""code":"payload_too_large""#),
-        "{response}"
-    );
+    let response = raw_exchange(&addr, &request).await;
+    assert_refused(&response, "413 Payload Too Large", "payload_too_large");
 
     // A body that trickles in slower than the body timeout is refused.
-    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let request = format!(
         "POST /v1/agents/wren/input HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100\r\n\
 Connection: close\r\n\r\n{{\"type\": "
     );
+    let response = raw_exchange(&addr, &request).await;
+    assert_refused(&response, "408 Request Timeout", "request_timeout");
+    s.stop().await;
+}
+
+/// Sends `request` as it is on a new connection to `addr` and reads the response until the
+/// server closes the connection.
+async fn raw_exchange(addr: &str, request: &str) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut response))
         .await
         .unwrap()
         .unwrap();
+    response
+}
+
+/// Asserts that a raw `response` has the status `status` (`413 Payload Too Large`) and the error
+/// code `code`.
+fn assert_refused(response: &str, status: &str, code: &str) {
     assert!(
-        response.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+        response.starts_with(&format!("HTTP/1.1 {status}\r\n")),
         "{response}"
     );
     assert!(
-        response.contains(r#""code":"request_timeout""#),
+        response.contains(&format!(r#""code":"{code}""#)),
         "{response}"
     );
-    s.stop().await;
 }

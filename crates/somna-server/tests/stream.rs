@@ -1,15 +1,12 @@
 //! The SSE stream: an agent's reply, a host tool call round trip (through the stub OpenAI server,
 //! scripted to call the host's tool), busy agents, keep-alives, and the stream ending at shutdown.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use somna_core::config::{LlmConfig, Provider};
-use somna_llm::LlmClient;
 use somna_testkit::{Reply, StubLlmServer};
 
-use crate::support::{FAST, Frame, TestServer};
+use crate::support::{FAST, Frame, TestServer, keeper_config};
 
 #[actix_rt::test]
 async fn sse_delivers_an_agent_reply() {
@@ -55,44 +52,8 @@ async fn sse_delivers_an_agent_reply() {
     s.get("/v1/events?agent=not%20an%20id")
         .await
         .expect(400, Some("invalid_agent_id"));
-    s.get("/v1/events?agnet=wren")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_requests(&["/v1/events?agnet=wren"]).await;
     s.stop().await;
-}
-
-/// The runtime.toml of the tool test: one agent with a host tool, served by the stub.
-fn tool_config(stub: &StubLlmServer) -> String {
-    format!(
-        r#"
-[llm]
-provider = "openai"
-model = "stub-model"
-base_url = "{}"
-max_retries = 0
-timeout = "10s"
-
-[defaults]
-tick_every = "20ms"
-
-[[agents]]
-id = "keeper"
-persona = "You are Hild, the gatekeeper of Millbrook."
-
-[[agents.tools]]
-name = "open_door"
-description = "Opens a door of the keep."
-parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }}, required = ["door"] }}
-"#,
-        stub.base_url()
-    )
-}
-
-fn stub_client(config: &str) -> Arc<dyn LlmClient> {
-    let resolved = somna_core::config::ResolvedConfig::load(config, "test.toml", &[]).unwrap();
-    assert_eq!(resolved.llm.provider, Provider::Openai);
-    let llm: &LlmConfig = &resolved.llm;
-    somna_llm::build_client(llm, &|_| None).unwrap()
 }
 
 #[actix_rt::test]
@@ -110,8 +71,7 @@ async fn host_tool_call_round_trip() {
             Reply::tool_call("call_door_1", "open_door", &json!({"door": "north"}))
         }
     });
-    let config = tool_config(&stub);
-    let s = TestServer::start_with(&config, Some(stub_client(&config)), |_| {}).await;
+    let s = TestServer::start_served(&keeper_config(&stub), |_| {}).await;
     let mut events = s.sse("/v1/events?agent=keeper").await;
     s.input(
         "keeper",
@@ -184,8 +144,7 @@ async fn commands_wait_for_the_job_in_flight_and_busy_is_409() {
         Duration::from_millis(1500),
         Reply::text("Slowly, the gate creaks."),
     ));
-    let config = tool_config(&stub);
-    let s = TestServer::start_with(&config, Some(stub_client(&config)), |_| {}).await;
+    let s = TestServer::start_served(&keeper_config(&stub), |_| {}).await;
     let mut events = s.sse("/v1/events?agent=keeper&types=agent_replied").await;
     s.input(
         "keeper",

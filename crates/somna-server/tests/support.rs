@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use somna_core::config::ResolvedConfig;
+use somna_core::config::{Provider, ResolvedConfig};
 use somna_llm::{BuiltinClient, LlmClient};
 use somna_runtime::{Runtime, RuntimeOptions};
 use somna_server::{MeteredLlm, Server, ServerOptions};
 use somna_store::Store;
+use somna_testkit::StubLlmServer;
 use tokio::sync::oneshot;
 
 /// A config whose agents tick every 20 ms and keep only a short verbatim tail, so that a forced
@@ -25,6 +26,42 @@ preserve_messages = 4
 preserve_ratio = 0.0
 min_compact_batch = 2
 "#;
+
+/// The `[llm]` section of a runtime.toml whose model is served by `stub`: no retries, 10 s a
+/// request. More `[llm]` keys may follow it.
+pub fn stub_llm(stub: &StubLlmServer) -> String {
+    format!(
+        r#"
+[llm]
+provider = "openai"
+model = "stub-model"
+base_url = "{}"
+max_retries = 0
+timeout = "10s"
+"#,
+        stub.base_url()
+    )
+}
+
+/// One agent, `keeper`, with one host tool, `open_door`, served by `stub`.
+pub fn keeper_config(stub: &StubLlmServer) -> String {
+    format!(
+        r#"{}
+[defaults]
+tick_every = "20ms"
+
+[[agents]]
+id = "keeper"
+persona = "You are Hild, the gatekeeper of Millbrook."
+
+[[agents.tools]]
+name = "open_door"
+description = "Opens a door of the keep."
+parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }}, required = ["door"] }}
+"#,
+        stub_llm(stub)
+    )
+}
 
 /// How long any wait in a test may take before it fails (a hang guard, not a timing assertion).
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -77,6 +114,15 @@ impl TestServer {
     /// The builtin LLM, `config` as runtime.toml, default server options.
     pub async fn start(config: &str) -> TestServer {
         Self::start_with(config, None, |_| {}).await
+    }
+
+    /// `config` as runtime.toml with the LLM client its `[llm]` section names (an OpenAI-compatible
+    /// server: [`stub_llm`]'s), and the API with `options` adjusted by `adjust`.
+    pub async fn start_served(config: &str, adjust: impl FnOnce(&mut ServerOptions)) -> TestServer {
+        let resolved = ResolvedConfig::load(config, "test.toml", &[]).unwrap();
+        assert_eq!(resolved.llm.provider, Provider::Openai);
+        let llm = somna_llm::build_client(&resolved.llm, &|_| None).unwrap();
+        Self::start_with(config, Some(llm), adjust).await
     }
 
     /// Starts a runtime over a temporary store with `llm` (the builtin when `None`, always wrapped
@@ -142,6 +188,15 @@ impl TestServer {
 
     pub async fn get(&self, path: &str) -> Answer {
         self.call(Method::GET, path, None).await
+    }
+
+    /// Asserts that a GET of each of `paths` is refused with 400 `bad_request`.
+    pub async fn bad_requests(&self, paths: &[&str]) {
+        for path in paths {
+            let answer = self.get(path).await;
+            assert_eq!(answer.status.as_u16(), 400, "GET {path}: {}", answer.text);
+            assert_eq!(answer.code(), "bad_request", "GET {path}: {}", answer.text);
+        }
     }
 
     pub async fn post(&self, path: &str, body: &str) -> Answer {

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use somna_core::{AgentId, Cover, JournalEntry, Message, MessageKind, Seq};
 
@@ -108,12 +109,9 @@ impl Store {
             if !hidden {
                 history_len += 1;
             }
-            let message: Message = match codec::decode(tree_names::HISTORY, &key, &value) {
-                Ok(m) => m,
-                Err(e) => {
-                    v.push(e.to_string());
-                    continue;
-                }
+            let Some(message) = decoded::<Message>(tree_names::HISTORY, &key, &value, &mut v)
+            else {
+                continue;
             };
             let seq = parsed.seq();
             if message.seq != seq {
@@ -190,12 +188,9 @@ impl Store {
         for item in trees.archive.scan_prefix(&prefix) {
             let (key, value) = item?;
             archive_len += 1;
-            let message: Message = match codec::decode(tree_names::ARCHIVE, &key, &value) {
-                Ok(m) => m,
-                Err(e) => {
-                    v.push(e.to_string());
-                    continue;
-                }
+            let Some(message) = decoded::<Message>(tree_names::ARCHIVE, &key, &value, &mut v)
+            else {
+                continue;
             };
             match (keys::parse_message(prefix_len, &key), &message.kind) {
                 (Some(MessageKey::Seq(seq)), MessageKind::Normal) if seq == message.seq => {
@@ -278,9 +273,7 @@ impl Store {
                     keys::render(&key)
                 ));
             }
-            if let Err(e) = codec::decode::<UndoRecord>(tree_names::UNDO, &key, &value) {
-                v.push(e.to_string());
-            }
+            decoded::<UndoRecord>(tree_names::UNDO, &key, &value, &mut v);
         }
 
         // Counters.
@@ -308,24 +301,22 @@ impl Store {
         for item in trees.journal.scan_prefix(&prefix) {
             let (key, value) = item?;
             journal_len += 1;
-            match codec::decode::<JournalEntry>(tree_names::JOURNAL, &key, &value) {
-                Ok(entry) => {
-                    if keys::trailing_u64(&key) != Some(entry.id) {
-                        v.push(format!(
-                            "journal key {} holds entry {}",
-                            keys::render(&key),
-                            entry.id
-                        ));
-                    }
-                    if entry.id >= record.next_entry_id {
-                        v.push(format!(
-                            "journal entry {} is not below next_entry_id {}",
-                            entry.id, record.next_entry_id
-                        ));
-                    }
-                    index_expected.insert(keys::by_source(id, entry.source_type, entry.id));
+            if let Some(entry) = decoded::<JournalEntry>(tree_names::JOURNAL, &key, &value, &mut v)
+            {
+                if keys::trailing_u64(&key) != Some(entry.id) {
+                    v.push(format!(
+                        "journal key {} holds entry {}",
+                        keys::render(&key),
+                        entry.id
+                    ));
                 }
-                Err(e) => v.push(e.to_string()),
+                if entry.id >= record.next_entry_id {
+                    v.push(format!(
+                        "journal entry {} is not below next_entry_id {}",
+                        entry.id, record.next_entry_id
+                    ));
+                }
+                index_expected.insert(keys::by_source(id, entry.source_type, entry.id));
             }
         }
         let mut index_found = BTreeSet::new();
@@ -440,4 +431,17 @@ fn ranges(sorted: &[u64]) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+/// The value at `key` of `tree`, decoded; `None` when it does not decode, the reason added to
+/// `violations`.
+fn decoded<T: DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    value: &[u8],
+    violations: &mut Vec<String>,
+) -> Option<T> {
+    codec::decode(tree, key, value)
+        .map_err(|e| violations.push(e.to_string()))
+        .ok()
 }

@@ -191,16 +191,28 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(10);
 
-    #[test]
-    fn one_flush_serves_every_waiter_queued_while_the_previous_one_ran() {
-        let (group, started, release) = gated();
+    /// Runs flush 1 of a [`gated`] group with `queued` waiters arriving during it, and returns
+    /// them once flush 2 (theirs) has started.
+    fn queued_during_flush_1<'a>(
+        group: &'a GroupCommit,
+        started: &std_mpsc::Receiver<()>,
+        release: &std_mpsc::SyncSender<Answer>,
+        queued: usize,
+    ) -> Vec<impl Future<Output = Result<()>> + use<'a>> {
         let first = group.wait();
         started.recv_timeout(WAIT).unwrap();
-        // Flush 1 is running; these three arrive during it and must wait for flush 2.
-        let later: Vec<_> = (0..3).map(|_| group.wait()).collect();
+        let later: Vec<_> = (0..queued).map(|_| group.wait()).collect();
         release.send(Ok(())).unwrap();
         block_on(first).unwrap();
         started.recv_timeout(WAIT).unwrap();
+        later
+    }
+
+    #[test]
+    fn one_flush_serves_every_waiter_queued_while_the_previous_one_ran() {
+        // Three waiters arrive during flush 1 and must wait for flush 2.
+        let (group, started, release) = gated();
+        let later = queued_during_flush_1(&group, &started, &release, 3);
         assert_eq!(
             group.stats(),
             GroupCommitStats {
@@ -241,12 +253,7 @@ mod tests {
     #[test]
     fn a_failed_flush_fails_every_waiter_it_served() {
         let (group, started, release) = gated();
-        let first = group.wait();
-        started.recv_timeout(WAIT).unwrap();
-        let later: Vec<_> = (0..2).map(|_| group.wait()).collect();
-        release.send(Ok(())).unwrap();
-        block_on(first).unwrap();
-        started.recv_timeout(WAIT).unwrap();
+        let later = queued_during_flush_1(&group, &started, &release, 2);
         release
             .send(Err(FlushFailure::Engine(StorageError::new(
                 crate::error::StorageErrorKind::Other,

@@ -32,7 +32,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::Bytes;
+use serde::de::DeserializeOwned;
+
+use crate::backend::{Bytes, Tree};
 use somna_core::retrieval::{Collection, document_terms, terms};
 use somna_core::{AgentId, AgentRecord, Cover, Fact, JournalEntry, Message, MessageKind};
 
@@ -180,6 +182,22 @@ pub(crate) struct Watermarks {
     facts: u64,
 }
 
+/// Hands each value of `tree` (named `name`) at agent `id`'s seqs `seqs`, decoded, to `each`, in
+/// key order.
+fn each_decoded<T: DeserializeOwned>(
+    tree: &Tree,
+    name: &'static str,
+    id: &AgentId,
+    seqs: std::ops::Range<u64>,
+    mut each: impl FnMut(T),
+) -> Result<()> {
+    for item in tree.range(keys::seq(id, seqs.start)..keys::seq(id, seqs.end)) {
+        let (key, value) = item?;
+        each(codec::decode(name, &key, &value)?);
+    }
+    Ok(())
+}
+
 impl Store {
     /// The best `limit` documents of `kind` for `query`, best first (ties: the newer first),
     /// among what is indexed: journal entries and facts as soon as they are written, messages
@@ -191,6 +209,22 @@ impl Store {
         query: &str,
         limit: usize,
     ) -> Result<Vec<ScoredDoc>> {
+        self.with_scores(id, kind, query, |_, mut scored| {
+            best_first(&mut scored, limit);
+            scored.truncate(limit);
+            Ok(scored)
+        })
+    }
+
+    /// Every indexed document of `kind` that matches `query`, scored (in no order), handed to
+    /// `then` with the agent's record once the index has caught up; nothing for an unknown agent.
+    fn with_scores<T>(
+        &self,
+        id: &AgentId,
+        kind: DocKind,
+        query: &str,
+        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
         let state = match self.state(id) {
             Ok(state) => state,
             Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
@@ -198,10 +232,8 @@ impl Store {
         };
         let guard = state.lock();
         self.catch_up_index(id, &guard, &[kind])?;
-        let mut scored = self.score(id, kind, query)?;
-        best_first(&mut scored, limit);
-        scored.truncate(limit);
-        Ok(scored)
+        let scored = self.score(id, kind, query)?;
+        then(&guard, scored)
     }
 
     /// The best `limit` archived messages for `query` (compacted away or masked: what the live
@@ -212,42 +244,36 @@ impl Store {
         query: &str,
         limit: usize,
     ) -> Result<Vec<ArchiveHit>> {
-        let state = match self.state(id) {
-            Ok(state) => state,
-            Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let guard = state.lock();
-        self.catch_up_index(id, &guard, &[DocKind::Message])?;
-        let mut scored = self.score(id, DocKind::Message, query)?;
-        // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
-        // asked for, and all of them if that was not enough.
-        let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
-        let mut hits = Vec::new();
-        let mut i = 0;
-        while hits.len() < limit && i < scored.len() {
-            if i == ranked {
-                ranked = best_first(&mut scored, usize::MAX);
-            }
-            // The next candidates in rank order, as many as hits are still missing, read together.
-            let end = i
-                .saturating_add(limit - hits.len())
-                .min(ranked)
-                .min(scored.len());
-            let docs = &scored[i..end];
-            i = end;
-            let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
-            let originals = self.archived_originals(id, &guard.covers, &seqs)?;
-            for (doc, original) in docs.iter().zip(originals) {
-                if let Some(message) = original {
-                    hits.push(ArchiveHit {
-                        message,
-                        score: doc.score,
-                    });
+        self.with_scores(id, DocKind::Message, query, |record, mut scored| {
+            // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
+            // asked for, and all of them if that was not enough.
+            let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
+            let mut hits = Vec::new();
+            let mut i = 0;
+            while hits.len() < limit && i < scored.len() {
+                if i == ranked {
+                    ranked = best_first(&mut scored, usize::MAX);
+                }
+                // The next candidates in rank order, as many as hits are still missing, read together.
+                let end = i
+                    .saturating_add(limit - hits.len())
+                    .min(ranked)
+                    .min(scored.len());
+                let docs = &scored[i..end];
+                i = end;
+                let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
+                let originals = self.archived_originals(id, &record.covers, &seqs)?;
+                for (doc, original) in docs.iter().zip(originals) {
+                    if let Some(message) = original {
+                        hits.push(ArchiveHit {
+                            message,
+                            score: doc.score,
+                        });
+                    }
                 }
             }
-        }
-        Ok(hits)
+            Ok(hits)
+        })
     }
 
     /// [`Store::archived_original`] of several seqs: two multi-key reads (history, then the
@@ -435,34 +461,33 @@ impl Store {
                 (&trees.archive, tree_names::ARCHIVE),
                 (&trees.history, tree_names::HISTORY),
             ] {
-                let range = keys::seq(id, from.messages)..keys::seq(id, to.messages);
-                for item in tree.range(range) {
-                    let (key, value) = item?;
-                    let m: Message = codec::decode(name, &key, &value)?;
+                each_decoded(tree, name, id, from.messages..to.messages, |m: Message| {
                     if matches!(m.kind, MessageKind::Normal) {
                         found.insert(m.seq, m);
                     }
-                }
+                })?;
             }
             for m in found.values() {
                 docs.add_message(m);
             }
         }
         if from.entries < to.entries {
-            let range = keys::seq(id, from.entries)..keys::seq(id, to.entries);
-            for item in trees.journal.range(range) {
-                let (key, value) = item?;
-                let e: JournalEntry = codec::decode(tree_names::JOURNAL, &key, &value)?;
-                docs.add(DocKind::Journal, e.id, &e.content, None);
-            }
+            let seqs = from.entries..to.entries;
+            each_decoded(
+                &trees.journal,
+                tree_names::JOURNAL,
+                id,
+                seqs,
+                |e: JournalEntry| {
+                    docs.add(DocKind::Journal, e.id, &e.content, None);
+                },
+            )?;
         }
         if from.facts < to.facts {
-            let range = keys::seq(id, from.facts)..keys::seq(id, to.facts);
-            for item in trees.memory.range(range) {
-                let (key, value) = item?;
-                let f: Fact = codec::decode(tree_names::MEMORY, &key, &value)?;
+            let seqs = from.facts..to.facts;
+            each_decoded(&trees.memory, tree_names::MEMORY, id, seqs, |f: Fact| {
                 docs.add(DocKind::Fact, f.id, &f.text, None);
-            }
+            })?;
         }
         Ok(docs)
     }

@@ -45,6 +45,13 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// Asserts that the command's output (stdout and stderr) says `expected`.
+#[track_caller]
+pub fn assert_says(o: &Output, expected: &str) {
+    let t = text(o);
+    assert!(t.contains(expected), "expected {expected:?} in:\n{t}");
+}
+
 /// A `somna run --serve` child; killed if a test ends before stopping it.
 pub struct Served {
     pub child: Child,

@@ -13,4 +13,4 @@ pub mod plan;
 pub mod prompt;
 
 pub use mask::{MaskPolicy, mask_placeholder, plan_masking};
-pub use plan::{Plan, PlanOutcome, PlanRequest, Skip, SkipReason, plan};
+pub use plan::{Plan, PlanOutcome, PlanRequest, Skip, SkipReason, next_generation, plan};

@@ -122,6 +122,17 @@ pub struct Plan {
     pub summarizer_tokens: u64,
 }
 
+/// The generation of a summary that replaces `covered`: one above the highest summary it folds in,
+/// 1 when it folds in none.
+pub fn next_generation<'a>(covered: impl IntoIterator<Item = &'a Message>) -> u32 {
+    covered
+        .into_iter()
+        .filter_map(|m| m.summary().map(|s| s.generation))
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
 /// Plans a compaction. Pure: reads only its arguments.
 pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounter) -> PlanOutcome {
     let history = req.history;
@@ -196,11 +207,7 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
     }
 
     let previous_summary = body.clone().find(|&i| history[i].summary().is_some());
-    let generation = body
-        .clone()
-        .filter_map(|i| history[i].summary().map(|s| s.generation))
-        .max()
-        .map_or(1, |g| g + 1);
+    let generation = next_generation(body.clone().map(|i| &history[i]));
 
     let (masked_for_summary, chunks, summarizer_tokens) =
         summarizer_layout(history, body.clone(), cfg, counter);
@@ -281,30 +288,24 @@ impl Plan {
             "{} usage={:.3} tokens={}",
             self.trigger, self.usage, self.tokens_before
         );
-        let _ = writeln!(
-            out,
-            "head {} ({} msgs, {} tok)",
-            seqs(&self.head),
-            self.head.len(),
-            self.head_tokens
-        );
-        let _ = write!(
-            out,
-            "body {} ({} msgs, {} tok)",
-            seqs(&self.body),
-            self.body.len(),
-            self.body_tokens
-        );
+        // One part of the history: its seqs, how many messages and tokens.
+        let part = |name: &str, range: &Range<usize>, tokens: u64| {
+            format!(
+                "{name} {} ({} msgs, {tokens} tok)",
+                seqs(range),
+                range.len()
+            )
+        };
+        let _ = writeln!(out, "{}", part("head", &self.head, self.head_tokens));
+        let _ = write!(out, "{}", part("body", &self.body, self.body_tokens));
         if let Some(i) = self.previous_summary {
             let _ = write!(out, " folds summary #{}", history[i].seq);
         }
         let _ = writeln!(out, " gen={}", self.generation);
         let _ = writeln!(
             out,
-            "tail {} ({} msgs, {} tok){}",
-            seqs(&self.tail),
-            self.tail.len(),
-            self.tail_tokens,
+            "{}{}",
+            part("tail", &self.tail, self.tail_tokens),
             if self.tail_shrunk { " shrunk" } else { "" }
         );
         let chunks: Vec<String> = self.chunks.iter().map(seqs).collect();

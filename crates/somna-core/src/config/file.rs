@@ -46,6 +46,25 @@ pub struct RuntimeConfig {
     pub(crate) source: SourceMap,
 }
 
+/// The overrides that a `[defaults]` section or an `[[agents]]` entry lays over the layer below:
+/// its fields of the agent layer, which both name as [`AgentOverrides`] does (`tools` is not
+/// laid: entries add their tools to the defaults' instead).
+macro_rules! layer_of {
+    ($section:expr) => {
+        AgentOverrides {
+            persona: $section.persona.clone(),
+            model: $section.model.clone(),
+            tick_every: $section.tick_every,
+            sleep_every: $section.sleep_every,
+            sleep_jitter: $section.sleep_jitter,
+            tool_timeout: $section.tool_timeout,
+            compaction: $section.compaction.clone(),
+            memory: $section.memory.clone(),
+            tools: None,
+        }
+    };
+}
+
 /// `[defaults]`: the layer between the built-in defaults and each agent's entry.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -77,17 +96,7 @@ pub struct DefaultsSection {
 impl DefaultsSection {
     /// The section as a layer of overrides (everything but `tools`).
     pub fn overrides(&self) -> AgentOverrides {
-        AgentOverrides {
-            persona: self.persona.clone(),
-            model: self.model.clone(),
-            tick_every: self.tick_every,
-            sleep_every: self.sleep_every,
-            sleep_jitter: self.sleep_jitter,
-            tool_timeout: self.tool_timeout,
-            compaction: self.compaction.clone(),
-            memory: self.memory.clone(),
-            tools: None,
-        }
+        layer_of!(self)
     }
 }
 
@@ -146,17 +155,7 @@ impl AgentEntry {
 
     /// The entry as a layer of overrides (everything but `id` and `tools`).
     pub fn overrides(&self) -> AgentOverrides {
-        AgentOverrides {
-            persona: self.persona.clone(),
-            model: self.model.clone(),
-            tick_every: self.tick_every,
-            sleep_every: self.sleep_every,
-            sleep_jitter: self.sleep_jitter,
-            tool_timeout: self.tool_timeout,
-            compaction: self.compaction.clone(),
-            memory: self.memory.clone(),
-            tools: None,
-        }
+        layer_of!(self)
     }
 }
 
@@ -608,22 +607,30 @@ name = \"bow\"
         assert_eq!(edit_distance("sleep_treshold", "sleep_threshold"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(
-            unknown_key_message("tick_evry", &["tick_every", "sleep_every"]),
-            "unknown key; did you mean `tick_every`?"
-        );
-        assert_eq!(
-            unknown_key_message("head", &["head_size", "sleep_every"]),
-            "unknown key; did you mean `head_size`?"
-        );
-        assert_eq!(
-            unknown_key_message("sleep", &["sleep_every", "sleep_jitter"]),
-            "unknown key; expected one of `sleep_every`, `sleep_jitter`"
-        );
-        assert_eq!(
-            unknown_key_message("colour", &["a", "b"]),
-            "unknown key; expected one of `a`, `b`"
-        );
+        for (key, known, message) in [
+            (
+                "tick_evry",
+                ["tick_every", "sleep_every"],
+                "unknown key; did you mean `tick_every`?",
+            ),
+            (
+                "head",
+                ["head_size", "sleep_every"],
+                "unknown key; did you mean `head_size`?",
+            ),
+            (
+                "sleep",
+                ["sleep_every", "sleep_jitter"],
+                "unknown key; expected one of `sleep_every`, `sleep_jitter`",
+            ),
+            (
+                "colour",
+                ["a", "b"],
+                "unknown key; expected one of `a`, `b`",
+            ),
+        ] {
+            assert_eq!(unknown_key_message(key, &known), message, "{key}");
+        }
     }
 
     #[test]

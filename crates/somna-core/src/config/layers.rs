@@ -3,7 +3,8 @@
 //! keeps the value below.
 //!
 //! The functions destructure their structs completely, so a field added to a type fails to compile
-//! here until it is layered too.
+//! here until it is layered too; the flat override types list their fields once, in
+//! `flat_layer!`.
 
 use super::{AgentOverrides, CompactionConfig, CompactionOverrides, MemoryConfig, MemoryOverrides};
 
@@ -14,232 +15,79 @@ fn lay<T>(low: &mut Option<T>, high: Option<T>) {
     }
 }
 
-impl CompactionOverrides {
-    /// Lays `other` over `self`: every field `other` sets wins, the others are kept.
-    pub fn merge(&mut self, other: CompactionOverrides) {
-        let CompactionOverrides {
-            enabled,
-            sleep_threshold,
-            emergency_threshold,
-            max_context_tokens,
-            preserve_messages,
-            preserve_ratio,
-            head_size,
-            min_compact_batch,
-            compact_model,
-            compact_prompt,
-            summary_max_tokens,
-            sections,
-            summarizer_context_tokens,
-            warn_after_compactions,
-            mask_after_messages,
-            mask_exempt_tools,
-            extraction,
-            max_input_tokens,
-            max_reply_tokens,
-            working_share,
-        } = other;
-        lay(&mut self.enabled, enabled);
-        lay(&mut self.sleep_threshold, sleep_threshold);
-        lay(&mut self.emergency_threshold, emergency_threshold);
-        lay(&mut self.max_context_tokens, max_context_tokens);
-        lay(&mut self.preserve_messages, preserve_messages);
-        lay(&mut self.preserve_ratio, preserve_ratio);
-        lay(&mut self.head_size, head_size);
-        lay(&mut self.min_compact_batch, min_compact_batch);
-        lay(&mut self.compact_model, compact_model);
-        lay(&mut self.compact_prompt, compact_prompt);
-        lay(&mut self.summary_max_tokens, summary_max_tokens);
-        lay(&mut self.sections, sections);
-        lay(
-            &mut self.summarizer_context_tokens,
-            summarizer_context_tokens,
-        );
-        lay(&mut self.warn_after_compactions, warn_after_compactions);
-        lay(&mut self.mask_after_messages, mask_after_messages);
-        lay(&mut self.mask_exempt_tools, mask_exempt_tools);
-        lay(&mut self.extraction, extraction);
-        lay(&mut self.max_input_tokens, max_input_tokens);
-        lay(&mut self.max_reply_tokens, max_reply_tokens);
-        lay(&mut self.working_share, working_share);
-    }
-
-    /// `base` with every field this layer sets replaced. Not validated: resolution validates.
-    pub fn apply(&self, base: &CompactionConfig) -> CompactionConfig {
-        let CompactionOverrides {
-            enabled,
-            sleep_threshold,
-            emergency_threshold,
-            max_context_tokens,
-            preserve_messages,
-            preserve_ratio,
-            head_size,
-            min_compact_batch,
-            compact_model,
-            compact_prompt,
-            summary_max_tokens,
-            sections,
-            summarizer_context_tokens,
-            warn_after_compactions,
-            mask_after_messages,
-            mask_exempt_tools,
-            extraction,
-            max_input_tokens,
-            max_reply_tokens,
-            working_share,
-        } = self;
-        CompactionConfig {
-            enabled: enabled.unwrap_or(base.enabled),
-            sleep_threshold: sleep_threshold.unwrap_or(base.sleep_threshold),
-            emergency_threshold: emergency_threshold.unwrap_or(base.emergency_threshold),
-            max_context_tokens: max_context_tokens.unwrap_or(base.max_context_tokens),
-            preserve_messages: preserve_messages.unwrap_or(base.preserve_messages),
-            preserve_ratio: preserve_ratio.unwrap_or(base.preserve_ratio),
-            head_size: head_size.unwrap_or(base.head_size),
-            min_compact_batch: min_compact_batch.unwrap_or(base.min_compact_batch),
-            compact_model: compact_model
-                .clone()
-                .unwrap_or_else(|| base.compact_model.clone()),
-            compact_prompt: compact_prompt
-                .clone()
-                .unwrap_or_else(|| base.compact_prompt.clone()),
-            summary_max_tokens: summary_max_tokens.unwrap_or(base.summary_max_tokens),
-            sections: sections.unwrap_or(base.sections),
-            summarizer_context_tokens: summarizer_context_tokens
-                .unwrap_or(base.summarizer_context_tokens),
-            warn_after_compactions: warn_after_compactions.unwrap_or(base.warn_after_compactions),
-            mask_after_messages: mask_after_messages.unwrap_or(base.mask_after_messages),
-            mask_exempt_tools: mask_exempt_tools
-                .clone()
-                .unwrap_or_else(|| base.mask_exempt_tools.clone()),
-            extraction: extraction.unwrap_or(base.extraction),
-            max_input_tokens: max_input_tokens.unwrap_or(base.max_input_tokens),
-            max_reply_tokens: max_reply_tokens.unwrap_or(base.max_reply_tokens),
-            working_share: working_share.unwrap_or(base.working_share),
-        }
-    }
-
-    /// Whether this layer sets nothing.
-    pub fn is_empty(&self) -> bool {
-        self.set_fields().is_empty()
-    }
-
-    /// The names of the fields this layer sets, e.g. `["sleep_threshold"]`.
-    pub fn set_fields(&self) -> Vec<&'static str> {
-        let CompactionOverrides {
-            enabled,
-            sleep_threshold,
-            emergency_threshold,
-            max_context_tokens,
-            preserve_messages,
-            preserve_ratio,
-            head_size,
-            min_compact_batch,
-            compact_model,
-            compact_prompt,
-            summary_max_tokens,
-            sections,
-            summarizer_context_tokens,
-            warn_after_compactions,
-            mask_after_messages,
-            mask_exempt_tools,
-            extraction,
-            max_input_tokens,
-            max_reply_tokens,
-            working_share,
-        } = self;
-        [
-            ("enabled", enabled.is_some()),
-            ("sleep_threshold", sleep_threshold.is_some()),
-            ("emergency_threshold", emergency_threshold.is_some()),
-            ("max_context_tokens", max_context_tokens.is_some()),
-            ("preserve_messages", preserve_messages.is_some()),
-            ("preserve_ratio", preserve_ratio.is_some()),
-            ("head_size", head_size.is_some()),
-            ("min_compact_batch", min_compact_batch.is_some()),
-            ("compact_model", compact_model.is_some()),
-            ("compact_prompt", compact_prompt.is_some()),
-            ("summary_max_tokens", summary_max_tokens.is_some()),
-            ("sections", sections.is_some()),
-            (
-                "summarizer_context_tokens",
-                summarizer_context_tokens.is_some(),
-            ),
-            ("warn_after_compactions", warn_after_compactions.is_some()),
-            ("mask_after_messages", mask_after_messages.is_some()),
-            ("mask_exempt_tools", mask_exempt_tools.is_some()),
-            ("extraction", extraction.is_some()),
-            ("max_input_tokens", max_input_tokens.is_some()),
-            ("max_reply_tokens", max_reply_tokens.is_some()),
-            ("working_share", working_share.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect()
-    }
+/// The value a layer gives a field: its own when it sets one, else `base`'s.
+fn pick<T: Clone>(layer: &Option<T>, base: &T) -> T {
+    layer.as_ref().unwrap_or(base).clone()
 }
 
-impl MemoryOverrides {
-    /// Lays `other` over `self`: every field `other` sets wins, the others are kept.
-    pub fn merge(&mut self, other: MemoryOverrides) {
-        let MemoryOverrides {
-            min_importance,
-            importance,
-            reflection_threshold,
-            working_facts,
-            working_archive,
-        } = other;
-        lay(&mut self.min_importance, min_importance);
-        lay(&mut self.importance, importance);
-        lay(&mut self.reflection_threshold, reflection_threshold);
-        lay(&mut self.working_facts, working_facts);
-        lay(&mut self.working_archive, working_archive);
-    }
+/// `merge`, `apply`, `is_empty` and `set_fields` of an override type whose fields are each an
+/// `Option` of the resolved type's field of the same name, from one list of the fields (in
+/// declaration order, which `set_fields` keeps). Every function destructures the whole struct.
+macro_rules! flat_layer {
+    ($overrides:ident over $config:ident, example $example:literal { $($field:ident),+ $(,)? }) => {
+        impl $overrides {
+            /// Lays `other` over `self`: every field `other` sets wins, the others are kept.
+            pub fn merge(&mut self, other: $overrides) {
+                let $overrides { $($field),+ } = other;
+                $(lay(&mut self.$field, $field);)+
+            }
 
-    /// `base` with every field this layer sets replaced. Not validated: resolution validates.
-    pub fn apply(&self, base: &MemoryConfig) -> MemoryConfig {
-        let MemoryOverrides {
-            min_importance,
-            importance,
-            reflection_threshold,
-            working_facts,
-            working_archive,
-        } = self;
-        MemoryConfig {
-            min_importance: min_importance.unwrap_or(base.min_importance),
-            importance: importance.unwrap_or(base.importance),
-            reflection_threshold: reflection_threshold.unwrap_or(base.reflection_threshold),
-            working_facts: working_facts.unwrap_or(base.working_facts),
-            working_archive: working_archive.unwrap_or(base.working_archive),
+            /// `base` with every field this layer sets replaced. Not validated: resolution
+            /// validates.
+            pub fn apply(&self, base: &$config) -> $config {
+                let $overrides { $($field),+ } = self;
+                $config {
+                    $($field: pick($field, &base.$field),)+
+                }
+            }
+
+            /// Whether this layer sets nothing.
+            pub fn is_empty(&self) -> bool {
+                self.set_fields().is_empty()
+            }
+
+            #[doc = concat!("The names of the fields this layer sets, e.g. `[\"", $example, "\"]`.")]
+            pub fn set_fields(&self) -> Vec<&'static str> {
+                let $overrides { $($field),+ } = self;
+                [$((stringify!($field), $field.is_some())),+]
+                    .into_iter()
+                    .filter_map(|(name, set)| set.then_some(name))
+                    .collect()
+            }
         }
-    }
-
-    /// Whether this layer sets nothing.
-    pub fn is_empty(&self) -> bool {
-        self.set_fields().is_empty()
-    }
-
-    /// The names of the fields this layer sets, e.g. `["min_importance"]`.
-    pub fn set_fields(&self) -> Vec<&'static str> {
-        let MemoryOverrides {
-            min_importance,
-            importance,
-            reflection_threshold,
-            working_facts,
-            working_archive,
-        } = self;
-        [
-            ("min_importance", min_importance.is_some()),
-            ("importance", importance.is_some()),
-            ("reflection_threshold", reflection_threshold.is_some()),
-            ("working_facts", working_facts.is_some()),
-            ("working_archive", working_archive.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, set)| set.then_some(name))
-        .collect()
-    }
+    };
 }
+
+flat_layer!(CompactionOverrides over CompactionConfig, example "sleep_threshold" {
+    enabled,
+    sleep_threshold,
+    emergency_threshold,
+    max_context_tokens,
+    preserve_messages,
+    preserve_ratio,
+    head_size,
+    min_compact_batch,
+    compact_model,
+    compact_prompt,
+    summary_max_tokens,
+    sections,
+    summarizer_context_tokens,
+    warn_after_compactions,
+    mask_after_messages,
+    mask_exempt_tools,
+    extraction,
+    max_input_tokens,
+    max_reply_tokens,
+    working_share,
+});
+
+flat_layer!(MemoryOverrides over MemoryConfig, example "min_importance" {
+    min_importance,
+    importance,
+    reflection_threshold,
+    working_facts,
+    working_archive,
+});
 
 impl AgentOverrides {
     /// Lays `other` over `self` (a later layer over an earlier one): every field `other` sets wins,

@@ -428,24 +428,16 @@ pub struct AgentOverrides {
     pub tools: Option<Vec<ToolSpec>>,
 }
 
-/// Which LLM provider serves the agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    /// Offline, deterministic: extractive summaries and a scripted agent brain.
-    #[default]
-    Builtin,
-    /// Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp's server).
-    Openai,
-}
-
-impl Provider {
-    /// The name used in runtime.toml.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Builtin => "builtin",
-            Provider::Openai => "openai",
-        }
+crate::str_enum! {
+    /// Which LLM provider serves the agents; its name is the one used in runtime.toml.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Provider as "provider" {
+        /// Offline, deterministic: extractive summaries and a scripted agent brain.
+        #[default]
+        Builtin = "builtin",
+        /// Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp's server).
+        Openai = "openai",
     }
 }
 
@@ -478,58 +470,42 @@ pub struct LlmConfig {
     pub cache_slots: u32,
 }
 
-/// How summaries and consolidation facts are asked for (`[llm] structured_output`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum StructuredOutput {
-    /// `json_schema` first; when the server rejects it, `json_object` with the schema; when it
-    /// rejects that too, plain text. Each step down is taken once per client and remembered.
-    #[default]
-    Auto,
-    /// Always OpenAI's `response_format: {"type": "json_schema", ...}` (OpenAI, vLLM, llama.cpp's
-    /// `llama-server`, SGLang).
-    JsonSchema,
-    /// Always `response_format: {"type": "json_object", "schema": ...}`, the dialect of
-    /// llama-cpp-python's server (which rejects `json_schema`) and of llama.cpp's `llama-server`.
-    JsonObject,
-    /// Plain text with `## Section` headings, read by the line reader.
-    Off,
-}
-
-impl StructuredOutput {
-    /// The name used in runtime.toml.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StructuredOutput::Auto => "auto",
-            StructuredOutput::JsonSchema => "json_schema",
-            StructuredOutput::JsonObject => "json_object",
-            StructuredOutput::Off => "off",
-        }
+crate::str_enum! {
+    /// How summaries and consolidation facts are asked for (`[llm] structured_output`); its name
+    /// is the one used in runtime.toml.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StructuredOutput as "structured output" {
+        /// `json_schema` first; when the server rejects it, `json_object` with the schema; when it
+        /// rejects that too, plain text. Each step down is taken once per client and remembered.
+        #[default]
+        Auto = "auto",
+        /// Always OpenAI's `response_format: {"type": "json_schema", ...}` (OpenAI, vLLM,
+        /// llama.cpp's `llama-server`, SGLang).
+        JsonSchema = "json_schema",
+        /// Always `response_format: {"type": "json_object", "schema": ...}`, the dialect of
+        /// llama-cpp-python's server (which rejects `json_schema`) and of llama.cpp's
+        /// `llama-server`.
+        JsonObject = "json_object",
+        /// Plain text with `## Section` headings, read by the line reader.
+        Off = "off",
     }
 }
 
-/// Which prompt-cache hint chat turns carry (`[llm] cache_hint`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum CacheHint {
-    /// None: the server caches (or not) on its own.
-    #[default]
-    Off,
-    /// OpenAI's `prompt_cache_key`: a stable string per agent, so one agent's turns are routed
-    /// to the machine that holds its prefix.
-    PromptCacheKey,
-    /// llama.cpp's `cache_prompt: true`, and `id_slot` when `cache_slots` is set.
-    LlamaCpp,
-}
-
-impl CacheHint {
-    /// The name used in runtime.toml.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheHint::Off => "off",
-            CacheHint::PromptCacheKey => "prompt_cache_key",
-            CacheHint::LlamaCpp => "llama_cpp",
-        }
+crate::str_enum! {
+    /// Which prompt-cache hint chat turns carry (`[llm] cache_hint`); its name is the one used in
+    /// runtime.toml.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CacheHint as "cache hint" {
+        /// None: the server caches (or not) on its own.
+        #[default]
+        Off = "off",
+        /// OpenAI's `prompt_cache_key`: a stable string per agent, so one agent's turns are
+        /// routed to the machine that holds its prefix.
+        PromptCacheKey = "prompt_cache_key",
+        /// llama.cpp's `cache_prompt: true`, and `id_slot` when `cache_slots` is set.
+        LlamaCpp = "llama_cpp",
     }
 }
 
@@ -551,24 +527,16 @@ impl Default for LlmConfig {
     }
 }
 
-/// Which storage backend holds the agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StoreBackend {
-    /// One embedded sled database in `path` (the default: nothing to install).
-    #[default]
-    Sled,
-    /// A PostgreSQL database at `url`, shared by every process that opens it.
-    Postgres,
-}
-
-impl StoreBackend {
-    /// The name as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StoreBackend::Sled => "sled",
-            StoreBackend::Postgres => "postgres",
-        }
+crate::str_enum! {
+    /// Which storage backend holds the agents; its name is the one configured.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum StoreBackend as "store backend" {
+        /// One embedded sled database in `path` (the default: nothing to install).
+        #[default]
+        Sled = "sled",
+        /// A PostgreSQL database at `url`, shared by every process that opens it.
+        Postgres = "postgres",
     }
 }
 

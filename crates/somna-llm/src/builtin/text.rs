@@ -583,22 +583,18 @@ mod tests {
                 ("Captain Hale".to_string(), false)
             ]
         );
-        assert_eq!(
-            entity_runs("The Copper Kettle sounds warm."),
-            vec![("Copper Kettle".to_string(), false)]
-        );
-        assert_eq!(
-            entity_runs("Wren, I have GF-1187 and a TODO."),
-            vec![("Wren".to_string(), true)]
-        );
-        assert_eq!(
-            entity_runs("the Order of the Lantern met"),
-            vec![("Order of the Lantern".to_string(), false)]
-        );
-        assert_eq!(
-            entity_runs("The dog. Pip laughed."),
-            vec![("Pip".to_string(), true)]
-        );
+        for (text, run, single) in [
+            ("The Copper Kettle sounds warm.", "Copper Kettle", false),
+            ("Wren, I have GF-1187 and a TODO.", "Wren", true),
+            (
+                "the Order of the Lantern met",
+                "Order of the Lantern",
+                false,
+            ),
+            ("The dog. Pip laughed.", "Pip", true),
+        ] {
+            assert_eq!(entity_runs(text), vec![(run.to_string(), single)], "{text}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{DATA_NOTICE, request};
 use crate::builtin::extractive::{NONE, Section, StructuredSummary};
-use crate::transcript;
+use crate::transcript::{self, InJson, JsonStrings};
 use crate::types::{ChatMessage, ChatRequest, Purpose};
 
 /// The default summarization instructions (plain text), with the section caps filled in. The
@@ -216,27 +216,22 @@ const MAX_CUTS: usize = 32;
 /// every complete note before it is kept. `None` when no cut parses.
 fn complete_prefix(json: &str) -> Option<serde_json::Value> {
     let mut open: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = JsonStrings::default();
     // Byte offsets just after each safe point, with the brackets still open there.
     let mut cuts: Vec<(usize, Vec<char>)> = Vec::new();
     for (i, c) in json.char_indices() {
         let after = i + c.len_utf8();
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
+        match strings.read(c) {
+            InJson::Outside => {}
+            InJson::Closes => {
                 if open.last() == Some(&'[') {
                     cuts.push((after, open.clone()));
                 }
+                continue;
             }
-            continue;
+            InJson::Opens | InJson::Inside => continue,
         }
         match c {
-            '"' => in_string = true,
             '{' | '[' => open.push(c),
             '}' | ']' => {
                 open.pop();
@@ -405,6 +400,17 @@ pub fn parse_caps(text: &str) -> Option<SectionCaps> {
 mod tests {
     use super::*;
 
+    /// The text of a summary with these topic-arc and decision notes and nothing else.
+    fn rendered(topic_arc: &[&str], decisions: &[&str]) -> String {
+        let notes = |list: &[&str]| list.iter().map(|n| n.to_string()).collect();
+        StructuredSummary {
+            topic_arc: notes(topic_arc),
+            decisions: notes(decisions),
+            ..StructuredSummary::default()
+        }
+        .render()
+    }
+
     #[test]
     fn caps_round_trip_through_the_instructions() {
         let caps = SectionCaps {
@@ -526,26 +532,16 @@ mod tests {
         let cut = r#"{ "topic_arc": [ "Mara opened a bakery.", "She \"likes\" rye" ] , "decisions": ["Open on the 14th", "Hire Tob"#;
         assert_eq!(
             read_summary(cut),
-            StructuredSummary {
-                topic_arc: vec!["Mara opened a bakery.".into(), "She \"likes\" rye".into()],
-                decisions: vec!["Open on the 14th".into()],
-                ..StructuredSummary::default()
-            }
-            .render()
+            rendered(
+                &["Mara opened a bakery.", "She \"likes\" rye"],
+                &["Open on the 14th"]
+            )
         );
         let unfinished = r#"{"topic_arc": ["unfinished"#;
         assert_eq!(read_summary(unfinished), unfinished);
         // A note that went wrong (a raw line break) and what follows it are dropped.
         let wrong = "{ \"topic_arc\": [ \"Tobin\", \"Mara\"], \"decisions\": [ \"14th\", \"2023 Summer\n[#1] { \" ] , \"pending\": [\"x\"]}";
-        assert_eq!(
-            read_summary(wrong),
-            StructuredSummary {
-                topic_arc: vec!["Tobin".into(), "Mara".into()],
-                decisions: vec!["14th".into()],
-                ..StructuredSummary::default()
-            }
-            .render()
-        );
+        assert_eq!(read_summary(wrong), rendered(&["Tobin", "Mara"], &["14th"]));
         // JSON with nothing in it is rendered, and then refused as a summary.
         let empty = read_summary(r#"{"topic_arc": [], "decisions": []}"#);
         assert_eq!(

@@ -8,7 +8,8 @@ use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
 use somna_llm::builtin::{JOURNAL_TOOL, estimate_tokens};
 use somna_llm::transcript::Turn;
 use somna_llm::{
-    BuiltinClient, ChatMessage, ChatRequest, LlmClient, Purpose, build_client, prompts,
+    BuiltinClient, ChatMessage, ChatRequest, ChatResponse, LlmClient, Purpose, build_client,
+    prompts,
 };
 use somna_testkit::transcript_200;
 
@@ -48,6 +49,14 @@ fn journal_tool() -> ToolSpec {
         description: "Write a note in your journal".into(),
         parameters: r#"{"type":"object","properties":{"content":{"type":"string"},"importance":{"type":"integer"}}}"#.into(),
     }
+}
+
+/// The builtin model's answer when Mara says `said`, with `tools` offered.
+async fn mara_says(said: &str, tools: Vec<ToolSpec>) -> ChatResponse {
+    builtin()
+        .chat(chat(vec![ChatMessage::user(said).with_name("Mara")], tools))
+        .await
+        .unwrap()
 }
 
 fn chat(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
@@ -172,13 +181,7 @@ async fn replies_vary_with_the_input() {
 #[tokio::test]
 async fn notable_news_becomes_a_journal_note_only_when_the_tool_is_offered() {
     let said = "My name is Mara Fenwick and I am allergic to walnuts.";
-    let with_tool = builtin()
-        .chat(chat(
-            vec![ChatMessage::user(said).with_name("Mara")],
-            vec![journal_tool()],
-        ))
-        .await
-        .unwrap();
+    let with_tool = mara_says(said, vec![journal_tool()]).await;
     assert_eq!(with_tool.text, "");
     assert_eq!(with_tool.tool_calls.len(), 1);
     let call = &with_tool.tool_calls[0];
@@ -188,13 +191,7 @@ async fn notable_news_becomes_a_journal_note_only_when_the_tool_is_offered() {
     let importance = args["importance"].as_u64().unwrap();
     assert!((6..=10).contains(&importance), "{importance}");
 
-    let without = builtin()
-        .chat(chat(
-            vec![ChatMessage::user(said).with_name("Mara")],
-            vec![],
-        ))
-        .await
-        .unwrap();
+    let without = mara_says(said, vec![]).await;
     assert!(without.tool_calls.is_empty());
     assert!(!without.text.is_empty());
 
@@ -212,13 +209,7 @@ async fn notable_news_becomes_a_journal_note_only_when_the_tool_is_offered() {
 #[tokio::test]
 async fn after_a_tool_result_it_answers_in_text() {
     let said = "I am moving to Eastmere next spring with my daughter Pip.";
-    let first = builtin()
-        .chat(chat(
-            vec![ChatMessage::user(said).with_name("Mara")],
-            vec![journal_tool()],
-        ))
-        .await
-        .unwrap();
+    let first = mara_says(said, vec![journal_tool()]).await;
     let call = first.tool_calls[0].clone();
     let request = chat(
         vec![

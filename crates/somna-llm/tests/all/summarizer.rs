@@ -8,6 +8,7 @@ use somna_core::config::SectionCaps;
 use somna_llm::builtin::estimate_tokens;
 use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
 use somna_llm::transcript::{self, Turn};
+use somna_testkit::fixtures::ExpectedItem;
 use somna_testkit::{transcript_200, transcript_200_expect};
 
 const MAX_TOKENS: u32 = 1500;
@@ -44,49 +45,46 @@ fn keeps_every_recurring_entity() {
     );
 }
 
-#[test]
-fn keeps_every_decision_in_decisions() {
-    let expect = transcript_200_expect().unwrap();
-    let s = summary();
-    let body = s.section_body(Section::Decisions);
-    for d in &expect.decisions {
+/// Asserts that the summary's `section` keeps every one of `items` (`what` says what they are).
+fn assert_keeps(s: &StructuredSummary, section: Section, items: &[ExpectedItem], what: &str) {
+    let body = s.section_body(section);
+    for item in items {
         assert!(
-            contains(&body, &d.key),
-            "decision of turn {} ({}) missing from\n{body}",
-            d.turn,
-            d.what
+            contains(&body, &item.key),
+            "{what} of turn {} ({}) missing from\n{body}",
+            item.turn,
+            item.what
         );
     }
 }
 
 #[test]
+fn keeps_every_decision_in_decisions() {
+    let expect = transcript_200_expect().unwrap();
+    assert_keeps(
+        &summary(),
+        Section::Decisions,
+        &expect.decisions,
+        "decision",
+    );
+}
+
+#[test]
 fn keeps_every_pending_task_in_pending() {
     let expect = transcript_200_expect().unwrap();
-    let s = summary();
-    let body = s.section_body(Section::Pending);
-    for p in &expect.pending {
-        assert!(
-            contains(&body, &p.key),
-            "pending task of turn {} ({}) missing from\n{body}",
-            p.turn,
-            p.what
-        );
-    }
+    assert_keeps(
+        &summary(),
+        Section::Pending,
+        &expect.pending,
+        "pending task",
+    );
 }
 
 #[test]
 fn keeps_user_facts_and_artifacts() {
     let expect = transcript_200_expect().unwrap();
     let s = summary();
-    let facts = s.section_body(Section::UserFacts);
-    for f in &expect.user_facts {
-        assert!(
-            contains(&facts, &f.key),
-            "user fact of turn {} ({}) missing from\n{facts}",
-            f.turn,
-            f.what
-        );
-    }
+    assert_keeps(&s, Section::UserFacts, &expect.user_facts, "user fact");
     let artifacts = s.section_body(Section::Artifacts);
     for a in &expect.artifacts {
         assert!(

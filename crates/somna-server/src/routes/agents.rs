@@ -278,13 +278,7 @@ pub(crate) async fn compact(state: State, req: HttpRequest, payload: web::Payloa
         .compact(&id, body.force)
         .await
         .map_err(|e| runtime_error(&state, &id, e))?;
-    if outcome == CompactionOutcome::Busy {
-        return Err(busy(
-            &id,
-            "too many commands are waiting for it, or it is stopping",
-        ));
-    }
-    json(StatusCode::OK, &outcome)
+    answer_unless_busy(&id, &outcome, &CompactionOutcome::Busy)
 }
 
 /// `POST /v1/agents/{id}/sleep`: consolidation, reflection, then compaction at the sleep threshold
@@ -297,13 +291,7 @@ pub(crate) async fn sleep(state: State, req: HttpRequest) -> Reply {
         .sleep(&id)
         .await
         .map_err(|e| runtime_error(&state, &id, e))?;
-    if result == SleepResult::Busy {
-        return Err(busy(
-            &id,
-            "too many commands are waiting for it, or it is stopping",
-        ));
-    }
-    json(StatusCode::OK, &result)
+    answer_unless_busy(&id, &result, &SleepResult::Busy)
 }
 
 /// The body of `POST /v1/agents/{id}/uncompact`.
@@ -357,6 +345,18 @@ struct Restored {
     summary_seq: u64,
     /// Messages put back into history.
     restored: u32,
+}
+
+/// 200 with the command's answer, or 409 when the answer is the one that says the agent's queue
+/// refused the command (`refused`).
+fn answer_unless_busy<T: Serialize + PartialEq>(id: &AgentId, answer: &T, refused: &T) -> Reply {
+    if answer == refused {
+        return Err(busy(
+            id,
+            "too many commands are waiting for it, or it is stopping",
+        ));
+    }
+    json(StatusCode::OK, answer)
 }
 
 fn busy(id: &AgentId, why: &str) -> ApiError {

@@ -5,7 +5,7 @@
 use actix_web::HttpRequest;
 use actix_web::http::StatusCode;
 use serde::Serialize;
-use somna_core::{Fact, JournalEntry, JournalQuery, Message, Seq, SourceType};
+use somna_core::{AgentId, Fact, JournalEntry, JournalQuery, Message, Seq, SourceType};
 use somna_runtime::prompt::search_archive;
 use somna_store::LoggedEvent;
 
@@ -30,15 +30,34 @@ struct MessagePage {
     next_from_seq: Option<Seq>,
 }
 
+impl MessagePage {
+    /// The agent (known), `from_seq` and `limit` a page of messages is asked for with.
+    fn request(state: &State, req: &HttpRequest) -> Result<(AgentId, Seq, usize), ApiError> {
+        let id = path_agent(req)?;
+        let params = Params::parse(req.query_string(), &["from_seq", "limit"], &[])?;
+        let from = params
+            .parsed::<u64>("from_seq", "a sequence number")?
+            .unwrap_or(0);
+        let limit = params.limit(MESSAGES_PAGE.0, MESSAGES_PAGE.1)?;
+        known_agent(state, &id)?;
+        Ok((id, from, limit))
+    }
+
+    /// 200 with the page.
+    fn reply(messages: Vec<Message>, next_from_seq: Option<Seq>) -> Reply {
+        json(
+            StatusCode::OK,
+            &MessagePage {
+                messages,
+                next_from_seq,
+            },
+        )
+    }
+}
+
 /// `GET /v1/agents/{id}/history?from_seq&limit`: live history in seq order.
 pub(crate) async fn history(state: State, req: HttpRequest) -> Reply {
-    let id = path_agent(&req)?;
-    let params = Params::parse(req.query_string(), &["from_seq", "limit"], &[])?;
-    let from = params
-        .parsed::<u64>("from_seq", "a sequence number")?
-        .unwrap_or(0);
-    let limit = params.limit(MESSAGES_PAGE.0, MESSAGES_PAGE.1)?;
-    known_agent(&state, &id)?;
+    let (id, from, limit) = MessagePage::request(&state, &req)?;
     let mut messages = state.runtime.store().history_range(&id, from, limit + 1)?;
     let next_from_seq = if messages.len() > limit {
         messages.truncate(limit);
@@ -46,26 +65,14 @@ pub(crate) async fn history(state: State, req: HttpRequest) -> Reply {
     } else {
         None
     };
-    json(
-        StatusCode::OK,
-        &MessagePage {
-            messages,
-            next_from_seq,
-        },
-    )
+    MessagePage::reply(messages, next_from_seq)
 }
 
 /// `GET /v1/agents/{id}/archive?from_seq&limit`: archived messages in seq order. A page never ends
 /// in the middle of one seq (an original and the folded summaries that start at its seq), so it
 /// may hold a few more than `limit`.
 pub(crate) async fn archive(state: State, req: HttpRequest) -> Reply {
-    let id = path_agent(&req)?;
-    let params = Params::parse(req.query_string(), &["from_seq", "limit"], &[])?;
-    let from = params
-        .parsed::<u64>("from_seq", "a sequence number")?
-        .unwrap_or(0);
-    let limit = params.limit(MESSAGES_PAGE.0, MESSAGES_PAGE.1)?;
-    known_agent(&state, &id)?;
+    let (id, from, limit) = MessagePage::request(&state, &req)?;
     let store = state.runtime.store();
     let mut messages = store.archive_range(&id, from, limit + 1)?;
     let mut next_from_seq = None;
@@ -84,13 +91,7 @@ pub(crate) async fn archive(state: State, req: HttpRequest) -> Reply {
             }
         }
     }
-    json(
-        StatusCode::OK,
-        &MessagePage {
-            messages,
-            next_from_seq,
-        },
-    )
+    MessagePage::reply(messages, next_from_seq)
 }
 
 /// `GET /v1/agents/{id}/archive/search?q&limit`: BM25 keyword search over the agent's recent
@@ -167,7 +168,7 @@ pub(crate) async fn journal(state: State, req: HttpRequest) -> Reply {
         .get("source_type")
         .map(|s| s.trim().parse::<SourceType>())
         .transpose()
-        .map_err(|e| ApiError::bad_param("source_type", e))?;
+        .map_err(|e| ApiError::bad_param("source_type", e.to_string()))?;
     let tags: Vec<String> = params
         .all("tag")
         .flat_map(|t| t.split(','))

@@ -854,41 +854,49 @@ impl PgIter {
         }
         Ok(())
     }
+
+    /// The next entry from the front (`forward`) or the back: from that end's buffer, else from a
+    /// fetch at that end; once the range is exhausted, what the other end fetched, from its far
+    /// side.
+    fn take(&mut self, forward: bool) -> Option<Result<(Bytes, Bytes)>> {
+        let near = |it: &mut PgIter| {
+            if forward {
+                it.front.pop_front()
+            } else {
+                it.back.pop_back()
+            }
+        };
+        if let Some(entry) = near(self) {
+            return Some(Ok(entry));
+        }
+        if !self.exhausted {
+            if let Err(e) = self.fetch(forward) {
+                return Some(Err(e));
+            }
+            if let Some(entry) = near(self) {
+                return Some(Ok(entry));
+            }
+        }
+        let far = if forward {
+            self.back.pop_front()
+        } else {
+            self.front.pop_back()
+        };
+        far.map(Ok)
+    }
 }
 
 impl Iterator for PgIter {
     type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(entry) = self.front.pop_front() {
-            return Some(Ok(entry));
-        }
-        if !self.exhausted {
-            if let Err(e) = self.fetch(true) {
-                return Some(Err(e));
-            }
-            if let Some(entry) = self.front.pop_front() {
-                return Some(Ok(entry));
-            }
-        }
-        self.back.pop_front().map(Ok)
+        self.take(true)
     }
 }
 
 impl DoubleEndedIterator for PgIter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if let Some(entry) = self.back.pop_back() {
-            return Some(Ok(entry));
-        }
-        if !self.exhausted {
-            if let Err(e) = self.fetch(false) {
-                return Some(Err(e));
-            }
-            if let Some(entry) = self.back.pop_back() {
-                return Some(Ok(entry));
-            }
-        }
-        self.front.pop_back().map(Ok)
+        self.take(false)
     }
 }
 

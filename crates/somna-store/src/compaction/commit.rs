@@ -3,6 +3,7 @@
 //! that live history still holds exactly what it covers.
 
 use crate::backend::Bytes;
+use somna_core::compaction::next_generation;
 use somna_core::{
     AgentId, Cover, EntryId, EventRecord, Message, MessageKind, Seq, SourceType, Timestamp,
 };
@@ -184,12 +185,7 @@ fn validate_compaction(commit: &CompactionCommit) -> Result<()> {
             covers_through(last)
         )));
     }
-    let folded = commit
-        .covered
-        .iter()
-        .filter_map(|m| m.summary().map(|s| s.generation))
-        .max()
-        .unwrap_or(0);
+    let folded = next_generation(&commit.covered) - 1;
     if meta.generation <= folded {
         return Err(invalid_commit(format!(
             "the summary's generation {} is not above the folded summary's generation {folded}",

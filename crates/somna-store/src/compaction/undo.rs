@@ -254,12 +254,7 @@ mod tests {
     }
 
     fn commit_of(covered: &[Message], at: Timestamp) -> CompactionCommit {
-        let generation = covered
-            .iter()
-            .filter_map(|m| m.summary().map(|s| s.generation))
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let generation = somna_core::compaction::next_generation(covered);
         let summary = Message {
             seq: covered[0].seq,
             tokens: 9,

@@ -113,33 +113,15 @@ sled_only! {
 fn reopening_keeps_records_counters_and_data() {
     let dir = tempfile::tempdir().unwrap();
     let id = agent("npc");
-    let (usage, history) = {
+    let written = {
         let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        assert!(!store.was_recovered());
-        store.create_agent(&id, NOW).unwrap();
-        append_n(&store, &id, 25);
-        let history = store.history(&id).unwrap();
-        let covered = &history[..10];
-        store
-            .commit_compaction(&id, &commit_for(covered, "first ten turns", NOW))
-            .unwrap();
+        let written = fill_for_reopen(&store, &id);
         store.flush().unwrap();
         assert!(store.size_on_disk().unwrap() > 0);
-        (
-            store.usage_tokens(&id).unwrap(),
-            store.history(&id).unwrap(),
-        )
+        written
     };
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    assert!(store.was_recovered());
-    assert_eq!(store.usage_tokens(&id).unwrap(), usage);
-    assert_eq!(store.history(&id).unwrap(), history);
-    let record = store.agent(&id).unwrap().unwrap();
-    assert_eq!(
-        (record.next_seq, record.history_len, record.archive_len),
-        (25, 16, 10)
-    );
-    assert_eq!(record.compaction_count, 1);
-    assert_clean(&store, &id);
+    assert_reopened(&store, &id, &written);
+    assert_eq!(store.agent(&id).unwrap().unwrap().compaction_count, 1);
 }
 }

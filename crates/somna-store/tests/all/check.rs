@@ -35,17 +35,7 @@ fn a_clean_agent_reports_its_counts() {
 sled_only! {
 #[test]
 fn damage_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let id = agent("npc");
-    {
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        store.create_agent(&id, NOW).unwrap();
-        let all = append_n(&store, &id, 12);
-        store
-            .commit_compaction(&id, &commit_for(&all[..6], "six", NOW))
-            .unwrap();
-        assert_clean(&store, &id);
-    }
+    let (dir, id) = closed_sled_store(12, Some((6, "six")));
     {
         let db = raw_sled_open(dir.path()).unwrap();
         let history = db.open_tree("history").unwrap();

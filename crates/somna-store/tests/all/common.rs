@@ -123,6 +123,32 @@ pub fn append_n(store: &Store, id: &AgentId, n: u64) -> Vec<Message> {
         .unwrap()
 }
 
+/// What the reopen tests write into a new `store`: agent `id` with 25 messages, the first ten
+/// compacted. Returns the usage and the live history they leave.
+pub fn fill_for_reopen(store: &Store, id: &AgentId) -> (u64, Vec<Message>) {
+    assert!(!store.was_recovered());
+    store.create_agent(id, NOW).unwrap();
+    append_n(store, id, 25);
+    let history = store.history(id).unwrap();
+    store
+        .commit_compaction(id, &commit_for(&history[..10], "first ten turns", NOW))
+        .unwrap();
+    (store.usage_tokens(id).unwrap(), store.history(id).unwrap())
+}
+
+/// Asserts that a reopened `store` holds what [`fill_for_reopen`] wrote, as `written` left it.
+pub fn assert_reopened(store: &Store, id: &AgentId, (usage, history): &(u64, Vec<Message>)) {
+    assert!(store.was_recovered());
+    assert_eq!(store.usage_tokens(id).unwrap(), *usage);
+    assert_eq!(&store.history(id).unwrap(), history);
+    let record = store.agent(id).unwrap().unwrap();
+    assert_eq!(
+        (record.next_seq, record.history_len, record.archive_len),
+        (25, 16, 10)
+    );
+    assert_clean(store, id);
+}
+
 /// The last original seq a history message stands for.
 pub fn through(m: &Message) -> u64 {
     m.summary().map_or(m.seq, |s| s.covers_through_seq)
@@ -133,12 +159,7 @@ pub fn through(m: &Message) -> u64 {
 pub fn summary_for(covered: &[Message], text: &str, at: Timestamp) -> Message {
     let first = &covered[0];
     let last = covered.last().unwrap();
-    let generation = covered
-        .iter()
-        .filter_map(|m| m.summary().map(|s| s.generation))
-        .max()
-        .unwrap_or(0)
-        + 1;
+    let generation = somna_core::compaction::next_generation(covered);
     let content = format!("{} {text}", Message::SUMMARY_PREFIX);
     let tokens = 4 + (content.len() as u32).div_ceil(4);
     Message {
@@ -230,6 +251,25 @@ pub fn snapshot(store: &Store, id: &AgentId) -> Snapshot {
 pub fn assert_clean(store: &Store, id: &AgentId) {
     let report = store.check_invariants(id).unwrap();
     assert!(report.is_ok(), "{report}");
+}
+
+/// A sled database in a new directory, written, flushed and closed: agent `npc` with `n` messages,
+/// the first `count` of them compacted into a summary saying `text` when `compacted` is
+/// `Some((count, text))`. Returns the directory and the agent.
+pub fn closed_sled_store(n: u64, compacted: Option<(usize, &str)>) -> (tempfile::TempDir, AgentId) {
+    let dir = tempfile::tempdir().unwrap();
+    let id = agent("npc");
+    let store = Store::open(dir.path(), somna_store::StoreOptions::default()).unwrap();
+    store.create_agent(&id, NOW).unwrap();
+    let all = append_n(&store, &id, n);
+    if let Some((count, text)) = compacted {
+        store
+            .commit_compaction(&id, &commit_for(&all[..count], text, NOW))
+            .unwrap();
+    }
+    store.flush().unwrap();
+    assert_clean(&store, &id);
+    (dir, id)
 }
 
 /// Opens the database with sled directly (to damage it on purpose). sled releases its file lock a

@@ -102,13 +102,7 @@ fn decoding_checks_the_version_and_names_tree_and_key() {
 
 #[test]
 fn an_unreadable_value_on_disk_is_a_typed_error_from_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let id = agent("npc");
-    {
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        store.create_agent(&id, NOW).unwrap();
-        append_n(&store, &id, 3);
-    }
+    let (dir, id) = closed_sled_store(3, None);
     {
         // Rewrite message 1 as if a newer Somna had written it.
         let db = raw_sled_open(dir.path()).unwrap();

@@ -151,17 +151,7 @@ fn many_postings_seal_into_blocks_and_still_score() {
 sled_only! {
 #[test]
 fn a_database_without_an_index_is_indexed_on_first_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let id = agent("npc");
-    {
-        let store = Store::open(dir.path(), Default::default()).unwrap();
-        store.create_agent(&id, NOW).unwrap();
-        let all = append_n(&store, &id, 30);
-        store
-            .commit_compaction(&id, &commit_for(&all[..20], "s", NOW))
-            .unwrap();
-        store.flush().unwrap();
-    }
+    let (dir, id) = closed_sled_store(30, Some((20, "s")));
     // Drop the index as a build without it would have left the database.
     {
         let db = raw_sled_open(dir.path()).unwrap();

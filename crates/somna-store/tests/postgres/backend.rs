@@ -15,34 +15,17 @@ fn reopening_a_schema_keeps_records_counters_and_data() {
         pool_size: 2,
     };
     let id = agent("npc");
-    let (usage, history) = {
+    let written = {
         let store = Store::open_postgres(&url, options.clone()).unwrap();
         assert_eq!(store.backend_name(), "postgres");
-        assert!(!store.was_recovered());
-        store.create_agent(&id, NOW).unwrap();
-        append_n(&store, &id, 25);
-        let history = store.history(&id).unwrap();
-        store
-            .commit_compaction(&id, &commit_for(&history[..10], "first ten turns", NOW))
-            .unwrap();
+        let written = fill_for_reopen(&store, &id);
         assert_eq!(store.flush().unwrap(), 0);
         assert!(store.size_on_disk().unwrap() > 0);
-        (
-            store.usage_tokens(&id).unwrap(),
-            store.history(&id).unwrap(),
-        )
+        written
     };
     // The last handle drops the schema.
     let store = Store::temporary_postgres_in(&url, &options.schema).unwrap();
-    assert!(store.was_recovered());
-    assert_eq!(store.usage_tokens(&id).unwrap(), usage);
-    assert_eq!(store.history(&id).unwrap(), history);
-    let record = store.agent(&id).unwrap().unwrap();
-    assert_eq!(
-        (record.next_seq, record.history_len, record.archive_len),
-        (25, 16, 10)
-    );
-    assert_clean(&store, &id);
+    assert_reopened(&store, &id, &written);
 }
 
 /// Two processes (here: threads) opening a new schema at once: the migrations run once, and the

@@ -154,18 +154,23 @@ async fn fill(socket: &mut TcpStream, buffer: &mut Vec<u8>, n: usize) -> std::io
     Ok(())
 }
 
+/// Where the first line of `buffer` ends (the index of its `\r\n`), reading until it has one.
+async fn find_line_end(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
+    loop {
+        if let Some(i) = find(buffer, b"\r\n") {
+            return Ok(i);
+        }
+        let want = buffer.len() + 1;
+        fill(socket, buffer, want).await?;
+    }
+}
+
 /// Decodes a chunked body (chunk extensions and trailers are skipped).
 async fn read_chunked(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<Vec<u8>> {
     let invalid = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let mut body = Vec::new();
     loop {
-        let line_end = loop {
-            if let Some(i) = find(buffer, b"\r\n") {
-                break i;
-            }
-            let want = buffer.len() + 1;
-            fill(socket, buffer, want).await?;
-        };
+        let line_end = find_line_end(socket, buffer).await?;
         let line = String::from_utf8_lossy(&buffer[..line_end]).into_owned();
         let size_text = line.split(';').next().unwrap_or("").trim();
         let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid("bad chunk size"))?;
@@ -173,13 +178,7 @@ async fn read_chunked(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::
         if size == 0 {
             // Trailers end with an empty line.
             loop {
-                let end = loop {
-                    if let Some(i) = find(buffer, b"\r\n") {
-                        break i;
-                    }
-                    let want = buffer.len() + 1;
-                    fill(socket, buffer, want).await?;
-                };
+                let end = find_line_end(socket, buffer).await?;
                 buffer.drain(..end + 2);
                 if end == 0 {
                     return Ok(body);

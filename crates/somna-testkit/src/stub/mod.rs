@@ -488,19 +488,17 @@ mod tests {
     #[test]
     fn refuses_response_formats_on_demand() {
         let server = StubLlmServer::start();
-        let with = |kind: &str| {
-            BODY.replace(
+        // The answer to a request that asks for `kind` of response format.
+        let asking_for = |kind: &str| {
+            let body = BODY.replace(
                 r#""messages""#,
                 &format!(r#""response_format":{{"type":"{kind}"}},"messages""#),
-            )
+            );
+            exchange(server.addr(), &post(&body), Duration::from_secs(5))
         };
         server.push(Reply::text("scripted"));
         server.set_response_formats(ResponseFormats::Rejected);
-        let refused = exchange(
-            server.addr(),
-            &post(&with("json_schema")),
-            Duration::from_secs(5),
-        );
+        let refused = asking_for("json_schema");
         assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
         assert!(refused.contains("response_format"), "{refused}");
         assert_eq!(
@@ -510,17 +508,9 @@ mod tests {
         // The refusal consumed no scripted reply.
         assert_eq!(server.pending_replies(), 1);
         server.set_response_formats(ResponseFormats::LlamaCppPython);
-        let refused = exchange(
-            server.addr(),
-            &post(&with("json_schema")),
-            Duration::from_secs(5),
-        );
+        let refused = asking_for("json_schema");
         assert!(refused.starts_with("HTTP/1.1 500"), "{refused}");
-        let accepted = exchange(
-            server.addr(),
-            &post(&with("json_object")),
-            Duration::from_secs(5),
-        );
+        let accepted = asking_for("json_object");
         assert!(accepted.contains("scripted"), "{accepted}");
     }
 

@@ -169,33 +169,23 @@ async fn answer(
             return respond_json(socket, 404, &[], &body, close).await;
         }
     };
-    loop {
+    // The replies that are a completion: its message, the text its tokens are counted on, and
+    // its finish reason.
+    let (message, completion_text, finish_reason) = loop {
         match reply {
             Reply::Delay(delay, inner) => {
                 tokio::time::sleep(delay).await;
                 reply = *inner;
             }
             Reply::Text(text) => {
-                let message = json!({"role": "assistant", "content": text});
-                return respond_json(
-                    socket,
-                    200,
-                    &[],
-                    &completion(state, request, message, &text, "stop"),
-                    close,
-                )
-                .await;
+                break (json!({"role": "assistant", "content": text}), text, "stop");
             }
             Reply::EmptyContent => {
-                let message = json!({"role": "assistant", "content": ""});
-                return respond_json(
-                    socket,
-                    200,
-                    &[],
-                    &completion(state, request, message, "", "stop"),
-                    close,
-                )
-                .await;
+                break (
+                    json!({"role": "assistant", "content": ""}),
+                    String::new(),
+                    "stop",
+                );
             }
             Reply::ToolCalls(calls) => {
                 let wire: Vec<Value> = calls
@@ -204,14 +194,7 @@ async fn answer(
                     .collect();
                 let args: String = calls.iter().map(|c| c.arguments.as_str()).collect();
                 let message = json!({"role": "assistant", "content": null, "tool_calls": wire});
-                return respond_json(
-                    socket,
-                    200,
-                    &[],
-                    &completion(state, request, message, &args, "tool_calls"),
-                    close,
-                )
-                .await;
+                break (message, args, "tool_calls");
             }
             Reply::Json(body) => return respond_json(socket, 200, &[], &body, close).await,
             Reply::Status(status, body) => {
@@ -249,7 +232,9 @@ async fn answer(
                 return After::Close;
             }
         }
-    }
+    };
+    let body = completion(state, request, message, &completion_text, finish_reason);
+    respond_json(socket, 200, &[], &body, close).await
 }
 
 /// Waits until the client closes the connection.
