@@ -93,6 +93,21 @@ pub enum StoreError {
         /// What was found.
         reason: String,
     },
+    /// A cluster node wrote an agent whose shard it does not hold: it never acquired it, gave it
+    /// back, could not renew it in time, or another node took it over with a newer epoch. Nothing
+    /// was written; the agent's new owner has it.
+    #[error(
+        "write for agent {agent} refused: this node does not hold shard {shard}{} (lease lost, expired, released or taken over)",
+        .epoch.map_or_else(String::new, |e| format!(" at epoch {e}"))
+    )]
+    Fenced {
+        /// The agent written (its id).
+        agent: String,
+        /// Its shard.
+        shard: u32,
+        /// The epoch this node held, if it held one.
+        epoch: Option<u64>,
+    },
     /// A [`Store::durable`](crate::Store::durable) wait outlived the store (its last handle was
     /// dropped before the flush), so nothing vouches that the writes reached the disk.
     #[error("the store was closed before the writes were flushed")]

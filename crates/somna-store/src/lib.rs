@@ -18,6 +18,8 @@
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
 //! - [`events`]: the per-agent event log (somna-core's [`LoggedEvent`], re-exported here).
 //! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
+//! - [`cluster`]: several nodes on one Postgres store: shard leases with fencing epochs
+//!   ([`Store::open_postgres_cluster`], [`Store::cluster`]), rendezvous placement.
 //! - [`copy`]: [`Store::copy_into`], a whole store into an empty one on any backend.
 //! - [`codec`]: the versioned value encoding (a format-version byte, then named MessagePack).
 //! - [`error`]: [`StoreError`] and the [`Result`] alias.
@@ -28,6 +30,7 @@
 
 mod backend;
 pub mod check;
+pub mod cluster;
 pub mod codec;
 pub mod compaction;
 pub mod copy;
@@ -42,6 +45,7 @@ pub mod store;
 mod view;
 
 pub use check::InvariantReport;
+pub use cluster::{ClusterOptions, ClusterView, NodeInfo, ShardLease};
 pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
 pub use copy::CopyReport;
 pub use durable::GroupCommitStats;

@@ -21,7 +21,7 @@ use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
 
 use crate::backend::postgres::{self, PgDb};
 use crate::backend::sled::SledDb;
-use crate::backend::{Bytes, Db, Tree};
+use crate::backend::{Bytes, Db, Refusal, Tree};
 use crate::codec;
 use crate::durable::{FlushFailure, GroupCommit};
 use crate::error::{Result, StoreError};
@@ -96,6 +96,8 @@ pub(crate) struct Inner {
     /// Per-agent state, loaded from the agent's record on first use and never evicted (one small
     /// struct per agent).
     states: RwLock<HashMap<AgentId, Arc<AgentState>>>,
+    /// This node's leases when the store is one node of a cluster (see `cluster`).
+    pub(crate) cluster: Option<crate::cluster::Membership>,
 }
 
 impl fmt::Debug for Inner {
@@ -240,6 +242,17 @@ pub(crate) struct WriteSet {
 }
 
 impl WriteSet {
+    /// The agent id (as key bytes) of the first write: every key starts with its agent's id,
+    /// followed by 0x00 except in the `agents` tree. Every write set writes one agent.
+    pub(crate) fn agent_key(&self) -> &[u8] {
+        let key = self.writes.first().map_or(&[][..], |w| &w.key[..]);
+        let end = key
+            .iter()
+            .position(|&b| b == keys::SEP)
+            .unwrap_or(key.len());
+        &key[..end]
+    }
+
     /// The writes, in the order they apply.
     pub(crate) fn writes(&self) -> &[Write] {
         &self.writes
@@ -317,7 +330,7 @@ impl Store {
     /// up to 5 s for another holder, then fails with a [`StorageError`](crate::StorageError) that
     /// `is_locked`. Errors name the host, port and database, never the password.
     pub fn open_postgres(url: &str, options: PostgresOptions) -> Result<Store> {
-        let db = PgDb::open(url, &options.schema, options.pool_size, false)?;
+        let db = PgDb::open(url, &options.schema, options.pool_size, false, false)?;
         Self::from_db(Db::Postgres(db))
     }
 
@@ -330,7 +343,7 @@ impl Store {
     /// [`Store::open_postgres`] of `schema` (with 4 connections), dropping the schema (best effort)
     /// when the last handle drops: tests that reopen a schema by name, then discard it.
     pub fn temporary_postgres_in(url: &str, schema: &str) -> Result<Store> {
-        let db = PgDb::open(url, schema, 4, true)?;
+        let db = PgDb::open(url, schema, 4, true, false)?;
         Self::from_db(Db::Postgres(db))
     }
 
@@ -340,6 +353,13 @@ impl Store {
     }
 
     pub(crate) fn from_db(db: Db) -> Result<Store> {
+        Self::from_db_in_cluster(db, None)
+    }
+
+    pub(crate) fn from_db_in_cluster(
+        db: Db,
+        cluster: Option<crate::cluster::Membership>,
+    ) -> Result<Store> {
         use tree_names::*;
         let trees = Trees {
             agents: db.tree(AGENTS)?,
@@ -371,6 +391,7 @@ impl Store {
                         None => Err(FlushFailure::Closed),
                     }),
                     states: RwLock::new(HashMap::new()),
+                    cluster,
                 }
             }),
         })
@@ -526,10 +547,57 @@ impl Store {
             .cloned()
     }
 
+    /// Forgets the cached state of every agent `which` selects (their next use reloads it).
+    pub(crate) fn forget_states(&self, which: impl Fn(&AgentId) -> bool) {
+        self.inner
+            .states
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|id, _| !which(id));
+    }
+
     /// Applies `writes` in one transaction across every tree. `Ok(Err(conflict))` means the
-    /// transaction aborted and nothing changed.
+    /// transaction aborted and nothing changed. On a cluster node the set is fenced by the lease
+    /// of its agent's shard: [`StoreError::Fenced`] when this node does not hold it (any more).
     pub(crate) fn apply(&self, writes: &WriteSet) -> Result<std::result::Result<(), Conflict>> {
-        self.inner.db.apply(&self.inner.trees, writes)
+        let Some(membership) = &self.inner.cluster else {
+            return Ok(self
+                .inner
+                .db
+                .apply(&self.inner.trees, writes, None)?
+                .map_err(|refusal| match refusal {
+                    Refusal::Conflict(c) => c,
+                    // Only a fenced write set can be refused as fenced.
+                    Refusal::Fenced => Conflict {
+                        seq: 0,
+                        reason: "fenced without a fence".to_string(),
+                    },
+                }));
+        };
+        let agent_key = writes.agent_key();
+        let (shard, fence) = membership.fence(agent_key);
+        let fenced = |epoch| {
+            // What this node cached of the agent may be stale from now on.
+            self.forget_states(|id| id.as_str().as_bytes() == agent_key);
+            StoreError::Fenced {
+                agent: String::from_utf8_lossy(agent_key).into_owned(),
+                shard,
+                epoch,
+            }
+        };
+        let Some(fence) = fence else {
+            return Err(fenced(None));
+        };
+        let epoch = fence.epoch;
+        match self
+            .inner
+            .db
+            .apply(&self.inner.trees, writes, Some(fence))?
+        {
+            Ok(()) => Ok(Ok(())),
+            Err(Refusal::Conflict(c)) => Ok(Err(c)),
+            Err(Refusal::Fenced) => Err(fenced(Some(epoch))),
+        }
     }
 
     /// [`Store::apply`] for write sets built entirely under the agent's lock from fresh counters,

@@ -25,6 +25,8 @@ mod agents;
 mod backend;
 #[path = "all/check.rs"]
 mod check;
+#[path = "postgres/cluster.rs"]
+mod cluster;
 #[path = "all/common.rs"]
 mod common;
 #[path = "all/compaction.rs"]

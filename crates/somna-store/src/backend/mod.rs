@@ -20,8 +20,9 @@ pub(crate) mod sled;
 use std::ops::{Bound, RangeBounds};
 
 use crate::error::Result;
-use crate::store::{Conflict, WriteSet};
+use crate::store::WriteSet;
 
+pub(crate) use self::postgres::{Fence, Refusal};
 pub(crate) use self::sled::Bytes;
 
 /// A database: the trees of a store and the atomic write across them.
@@ -41,16 +42,26 @@ impl Db {
         }
     }
 
-    /// Applies `writes` in order, in one transaction across the trees. `Ok(Err(conflict))`: the
-    /// transaction aborted and nothing changed.
+    /// Applies `writes` in order, in one transaction across the trees, if `fence` holds (a
+    /// cluster node's lease; only a Postgres store opened as a cluster node passes one).
+    /// `Ok(Err(refusal))`: the transaction aborted and nothing changed.
     pub(crate) fn apply(
         &self,
         trees: &crate::store::Trees,
         writes: &WriteSet,
-    ) -> Result<std::result::Result<(), Conflict>> {
+        fence: Option<Fence>,
+    ) -> Result<std::result::Result<(), Refusal>> {
         match self {
-            Db::Sled(db) => db.apply(trees, writes),
-            Db::Postgres(db) => db.apply(writes),
+            Db::Sled(db) => Ok(db.apply(trees, writes)?.map_err(Refusal::Conflict)),
+            Db::Postgres(db) => db.apply(writes, fence),
+        }
+    }
+
+    /// The Postgres backend, for what only it offers (the cluster tables).
+    pub(crate) fn postgres(&self) -> Option<&self::postgres::PgDb> {
+        match self {
+            Db::Postgres(db) => Some(db),
+            Db::Sled(_) => None,
         }
     }
 

@@ -37,6 +37,11 @@ use crate::store::{Conflict, Op, WriteSet, tree_names};
 
 use super::{Bytes, KeyBounds};
 
+#[path = "postgres_cluster.rs"]
+mod cluster;
+
+pub(crate) use cluster::Fence;
+
 /// The store's tables, in [`crate::store::TreeId`] order (then `terms`, which no write set touches).
 const TABLES: [&str; 9] = [
     tree_names::AGENTS,
@@ -52,9 +57,10 @@ const TABLES: [&str; 9] = [
 
 /// The schema migrations, applied in order at open; `{schema}` is replaced by the quoted schema.
 /// Never edit one that shipped: add the next version.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE {schema}.agents (key bytea PRIMARY KEY, value bytea NOT NULL);
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE {schema}.agents (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {schema}.history (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {schema}.archive (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {schema}.journal (key bytea PRIMARY KEY, value bytea NOT NULL);
@@ -63,7 +69,20 @@ const MIGRATIONS: &[(i32, &str)] = &[(
      CREATE TABLE {schema}.events (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {schema}.undo (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {schema}.terms (key bytea PRIMARY KEY, value bytea NOT NULL);",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE {schema}.cluster_nodes (
+             node text PRIMARY KEY,
+             started_at timestamptz NOT NULL,
+             heartbeat_at timestamptz NOT NULL);
+         CREATE TABLE {schema}.shard_leases (
+             shard integer PRIMARY KEY,
+             owner text,
+             epoch bigint NOT NULL,
+             lease_until timestamptz NOT NULL);",
+    ),
+];
 
 /// The first page of a scan; each further page doubles, up to [`MAX_PAGE`].
 const FIRST_PAGE: i64 = 32;
@@ -88,7 +107,8 @@ struct Shared {
     /// `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
     pool: Pool,
-    /// The session (outside the pool) holding the schema's advisory lock while the store is open.
+    /// The session (outside the pool) holding the schema's advisory lock while the store is open
+    /// (shared by the nodes of a cluster, whose write sets are fenced besides; see `cluster`).
     holder: Option<tokio_postgres::Client>,
     /// The schema, unquoted (validated: lowercase letters, digits, `_`).
     schema: String,
@@ -256,11 +276,16 @@ impl PgDb {
     /// Connects to `url`, creates `schema` and its tables if needed (migrations run inside a
     /// transaction holding an advisory lock, so concurrent opens are safe), and checks whether the
     /// tables hold data.
+    ///
+    /// With `shared_schema` (a cluster node) the schema's lock is taken shared: several processes
+    /// write it, each only the agents of the shards it leases, and every write set checks its
+    /// lease.
     pub(crate) fn open(
         url: &str,
         schema: &str,
         pool_size: usize,
         drop_schema: bool,
+        shared_schema: bool,
     ) -> Result<PgDb> {
         let invalid = |reason: String| StoreError::Invalid {
             what: "postgres options",
@@ -283,7 +308,10 @@ impl PgDb {
         // Every connection of the pool says which schema it writes (see `hold_schema`: a
         // successor ends the leftover sessions of a killed writer); the lock session says it
         // holds the lock.
-        config.application_name(session_name("somna", schema));
+        config.application_name(session_name(
+            if shared_schema { "somna-node" } else { "somna" },
+            schema,
+        ));
         let target = target_of(&config);
         let mut holder_config = config.clone();
         holder_config.application_name(session_name("somna-lock", schema));
@@ -325,10 +353,9 @@ impl PgDb {
             drop_schema: false,
         };
         let (lock_target, lock_schema) = (shared.target.clone(), shared.schema.clone());
-        shared.holder =
-            Some(shared.run(async move {
-                hold_schema(holder_config, &lock_target, &lock_schema).await
-            })?);
+        shared.holder = Some(shared.run(async move {
+            hold_schema(holder_config, &lock_target, &lock_schema, shared_schema).await
+        })?);
         let (pool, target, schema_name, tables) = (
             shared.pool.clone(),
             shared.target.clone(),
@@ -380,7 +407,11 @@ impl PgDb {
     }
 
     /// `writes` in one transaction (see the module's documentation).
-    pub(crate) fn apply(&self, writes: &WriteSet) -> Result<std::result::Result<(), Conflict>> {
+    pub(crate) fn apply(
+        &self,
+        writes: &WriteSet,
+        fence: Option<Fence>,
+    ) -> Result<std::result::Result<(), Refusal>> {
         let owned: Vec<PgWrite> = writes
             .writes()
             .iter()
@@ -400,7 +431,7 @@ impl PgDb {
                 }
             })
             .collect();
-        self.shared.run_writes(owned)
+        self.shared.run_writes(owned, fence)
     }
 }
 
@@ -441,10 +472,15 @@ fn target_of(config: &tokio_postgres::Config) -> String {
 /// lock. Without it a killed writer's last COMMIT, still being processed by the server, could land
 /// after its successor read the agent's record, and the successor's next write would overwrite it
 /// with a stale one.
+///
+/// Cluster nodes (`shared`) take the same lock in shared mode: any number of nodes, but never
+/// beside a store that is not a cluster node (its writes are not fenced). They do not end
+/// leftover sessions: a dead node's late commit is refused by its lease's epoch instead.
 async fn hold_schema(
     config: tokio_postgres::Config,
     target: &str,
     schema: &str,
+    shared: bool,
 ) -> Result<tokio_postgres::Client> {
     let (client, connection) = config.connect(NoTls).await.map_err(|e| {
         pg_error(
@@ -460,24 +496,33 @@ async fn hold_schema(
     let key = format!("somna-store:{schema}");
     let deadline = tokio::time::Instant::now() + LOCK_WAIT;
     loop {
+        let sql = if shared {
+            "SELECT pg_try_advisory_lock_shared(hashtextextended($1, 0))"
+        } else {
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))"
+        };
         let held: bool = client
-            .query_one(
-                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                &[&key],
-            )
+            .query_one(sql, &[&key])
             .await
             .map_err(db_err(target))?
             .get(0);
         if held {
-            end_leftover_sessions(&client, target, schema).await?;
+            if !shared {
+                end_leftover_sessions(&client, target, schema).await?;
+            }
             return Ok(client);
         }
         if tokio::time::Instant::now() >= deadline {
+            let holder = if shared {
+                "a process that is not a cluster node"
+            } else {
+                "another process (or cluster nodes)"
+            };
             return Err(StoreError::Storage(StorageError::new(
                 StorageErrorKind::Locked,
                 PgError {
                     context: format!(
-                        "Postgres schema {schema} at {target} is open in another process (waited {LOCK_WAIT:?} for its lock)"
+                        "Postgres schema {schema} at {target} is open in {holder} (waited {LOCK_WAIT:?} for its lock)"
                     ),
                     source: None,
                 },
@@ -780,11 +825,11 @@ impl PgTree {
                 seq: 0,
             })
             .collect();
-        match self.shared.run_writes(writes)? {
+        match self.shared.run_writes(writes, None)? {
             Ok(()) => Ok(()),
-            // Puts and deletes cannot conflict.
-            Err(conflict) => Err(pg_error(
-                format!("unexpected conflict in a batch: {}", conflict.reason),
+            // Puts and deletes cannot conflict, and a batch carries no fence.
+            Err(refusal) => Err(pg_error(
+                format!("unexpected refusal of a batch: {refusal:?}"),
                 None,
             )),
         }
@@ -985,12 +1030,17 @@ type RowsFuture<'a> =
 
 impl Shared {
     /// Runs `writes` in one transaction; rolls back on a conflict.
-    fn run_writes(&self, writes: Vec<PgWrite>) -> Result<std::result::Result<(), Conflict>> {
+    fn run_writes(
+        &self,
+        writes: Vec<PgWrite>,
+        fence: Option<Fence>,
+    ) -> Result<std::result::Result<(), Refusal>> {
         if writes.is_empty() {
             return Ok(Ok(()));
         }
         // The schema's lock lives as long as its session: a store whose session is gone may no
-        // longer be the only writer, so it stops writing.
+        // longer be the only writer, so it stops writing. (A cluster node holds it shared, and its
+        // write sets are fenced besides.)
         if self.holder.as_ref().is_none_or(|h| h.is_closed()) {
             return Err(StoreError::Storage(StorageError::new(
                 StorageErrorKind::Locked,
@@ -1004,8 +1054,20 @@ impl Shared {
             )));
         }
         let (pool, target, tables) = (self.pool.clone(), self.target.clone(), self.tables.clone());
-        self.run(async move { transaction(&pool, &target, &tables, &writes).await })
+        let fence_sql = fence.map(|f| (f, cluster::fence_sql(&self.schema)));
+        self.run(
+            async move { transaction(&pool, &target, &tables, &writes, fence_sql.as_ref()).await },
+        )
     }
+}
+
+/// Why a write set did not commit (nothing of it did).
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A write's expectation failed.
+    Conflict(Conflict),
+    /// The set's [`Fence`] did not hold: the lease is another node's, a newer epoch's or expired.
+    Fenced,
 }
 
 async fn transaction(
@@ -1013,12 +1075,18 @@ async fn transaction(
     target: &str,
     tables: &[String],
     writes: &[PgWrite],
-) -> Result<std::result::Result<(), Conflict>> {
+    fence: Option<&(Fence, String)>,
+) -> Result<std::result::Result<(), Refusal>> {
     let err = db_err(target);
     let client = connect(pool, target).await?;
     let groups = plan(writes);
     // Prepared once per connection (the pool's statement cache).
     let begin = client.prepare_cached("BEGIN").await.map_err(&err)?;
+    let check = match fence {
+        Some((_, sql)) => Some(client.prepare_cached(sql).await.map_err(&err)?),
+        None => None,
+    };
+    let fence_params = fence.map(|(f, _)| f.params());
     let mut statements = Vec::with_capacity(groups.len());
     for g in &groups {
         let sql = statement_sql(g.kind, &tables[g.table]);
@@ -1039,6 +1107,15 @@ async fn transaction(
     let mut futures: Vec<RowsFuture<'_>> = Vec::with_capacity(groups.len() + 1);
     let client_ref: &tokio_postgres::Client = &client;
     futures.push(Box::pin(client_ref.query(&begin, &[])));
+    // The lease check runs first and locks the lease row (FOR SHARE) until the transaction ends:
+    // a takeover (which updates the row) waits for this commit, or this check sees its epoch.
+    if let (Some(check), Some((shard, node, epoch))) = (&check, &fence_params) {
+        futures.push(Box::pin(async move {
+            client_ref
+                .query(check, &[shard as &(dyn ToSql + Sync), node, epoch])
+                .await
+        }));
+    }
     for ((g, statement), (keys, values)) in groups.iter().zip(&statements).zip(&params) {
         futures.push(Box::pin(async move {
             if g.kind == Kind::Delete {
@@ -1048,7 +1125,7 @@ async fn transaction(
             }
         }));
     }
-    let outcome = run_pipeline(futures, &groups, writes).await;
+    let outcome = run_pipeline(futures, fence.is_some(), &groups, writes).await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -1070,9 +1147,9 @@ async fn transaction(
             }
             Ok(Ok(()))
         }
-        Err(conflict) => {
+        Err(refusal) => {
             rollback_or_discard(client, target).await;
-            Ok(Err(conflict))
+            Ok(Err(refusal))
         }
     }
 }
@@ -1081,14 +1158,20 @@ async fn transaction(
 /// order.
 async fn run_pipeline(
     futures: Vec<RowsFuture<'_>>,
+    fenced: bool,
     groups: &[Group],
     writes: &[PgWrite],
-) -> std::result::Result<std::result::Result<(), Conflict>, tokio_postgres::Error> {
+) -> std::result::Result<std::result::Result<(), Refusal>, tokio_postgres::Error> {
     let results = collect_in_order(futures).await;
     let mut results = results.into_iter();
     // BEGIN.
     if let Some(r) = results.next() {
         r?;
+    }
+    // The lease check: one row if the lease holds.
+    let mut lease_lost = false;
+    if fenced && let Some(r) = results.next() {
+        lease_lost = r?.is_empty();
     }
     let mut first: Option<(usize, &'static str)> = None;
     for (g, rows) in groups.iter().zip(results) {
@@ -1111,14 +1194,17 @@ async fn run_pipeline(
             }
         }
     }
+    if lease_lost {
+        return Ok(Err(Refusal::Fenced));
+    }
     Ok(match first {
         None => Ok(()),
         Some((i, what)) => {
             let w = &writes[i];
-            Err(Conflict {
+            Err(Refusal::Conflict(Conflict {
                 seq: w.seq,
                 reason: format!("{} key {} {what}", TABLES[w.table], keys::render(&w.key)),
-            })
+            }))
         }
     })
 }

@@ -1,0 +1,368 @@
+//! Cluster nodes on one Postgres schema: shard leases, fencing epochs, takeovers.
+//!
+//! Two stores opened with `Store::open_postgres_cluster` on the same schema stand for two nodes
+//! (the fence is checked by the database, inside each write's transaction, so two handles in one
+//! process exercise exactly what two processes would).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use somna_core::Message;
+use somna_store::cluster::{ClusterOptions, shard_of};
+use somna_store::{PostgresOptions, Store, StoreError};
+
+use crate::common::*;
+
+const SHARDS: u32 = 8;
+const LONG: Duration = Duration::from_secs(3600);
+
+/// Drops its schema when dropped (after the nodes: bind it first, `let (_guard, a, b)`).
+struct DropSchemaAfter {
+    url: String,
+    schema: String,
+}
+
+impl Drop for DropSchemaAfter {
+    fn drop(&mut self) {
+        drop(Store::temporary_postgres_in(&self.url, &self.schema));
+    }
+}
+
+/// Two nodes `a` and `b` on a fresh schema, dropped with the returned guard.
+fn two_nodes(url: &str, what: &str) -> (DropSchemaAfter, Store, Store) {
+    let schema = unique_schema(what);
+    let node = |name: &str| {
+        Store::open_postgres_cluster(
+            url,
+            PostgresOptions {
+                schema: schema.clone(),
+                pool_size: 2,
+            },
+            ClusterOptions {
+                node: name.to_string(),
+                shards: SHARDS,
+            },
+        )
+        .unwrap()
+    };
+    let (a, b) = (node("node-a"), node("node-b"));
+    let guard = DropSchemaAfter {
+        url: url.to_string(),
+        schema: schema.clone(),
+    };
+    (guard, a, b)
+}
+
+fn is_fenced(e: &StoreError, shard: u32, epoch: Option<u64>) -> bool {
+    matches!(e, StoreError::Fenced { shard: s, epoch: ep, .. } if *s == shard && *ep == epoch)
+}
+
+#[test]
+fn a_node_writes_only_the_agents_of_shards_it_holds() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b) = two_nodes(&url, "fence_own");
+    let id = agent("npc");
+    let shard = a.cluster().unwrap().shard_of(&id);
+
+    let err = a.create_agent(&id, NOW).unwrap_err();
+    assert!(is_fenced(&err, shard, None), "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "agent npc refused: this node does not hold shard {shard}"
+        )),
+        "{err}"
+    );
+
+    assert_eq!(a.cluster().unwrap().acquire(shard, LONG).unwrap(), Some(1));
+    a.create_agent(&id, NOW).unwrap();
+    append_n(&a, &id, 3);
+    // Held: nobody else takes it, and the other node's writes are refused.
+    assert_eq!(b.cluster().unwrap().acquire(shard, LONG).unwrap(), None);
+    let err = b.append(&id, Message::user("hi"), NOW).unwrap_err();
+    assert!(is_fenced(&err, shard, None), "{err}");
+    // Reads work from any node.
+    assert_eq!(b.history(&id).unwrap().len(), 3);
+
+    // Given back, the other node takes it with the next epoch and continues the history.
+    assert!(a.cluster().unwrap().release(shard).unwrap());
+    assert!(a.cluster().unwrap().held().is_empty());
+    let err = a.append(&id, Message::user("late"), NOW).unwrap_err();
+    assert!(is_fenced(&err, shard, None), "{err}");
+    assert_eq!(b.cluster().unwrap().acquire(shard, LONG).unwrap(), Some(2));
+    let appended = b.append(&id, Message::user("b's turn"), NOW).unwrap();
+    assert_eq!(appended.seq, 3);
+    assert!(b.check_invariants(&id).unwrap().is_ok());
+
+    let leases = b.cluster().unwrap().leases().unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].owner.as_deref(), Some("node-b"));
+    assert_eq!(leases[0].epoch, 2);
+    assert!(leases[0].remaining_ms > 3_000_000);
+}
+
+#[test]
+fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b) = two_nodes(&url, "fence_expiry");
+    let id = agent("npc");
+    let shard = shard_of(&id, SHARDS);
+    let ca = a.cluster().unwrap();
+    let e = ca.acquire(shard, LONG).unwrap().unwrap();
+    a.create_agent(&id, NOW).unwrap();
+    append_n(&a, &id, 4);
+
+    // The node stops renewing: its lease runs out (by the database's clock).
+    assert_eq!(
+        ca.renew(Duration::from_millis(1)).unwrap(),
+        vec![(shard, e)]
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let err = a
+        .append(&id, Message::user("after expiry"), NOW)
+        .unwrap_err();
+    assert!(is_fenced(&err, shard, Some(e)), "{err}");
+    // Renewing an expired lease does not bring it back.
+    assert_eq!(ca.renew(LONG).unwrap(), vec![]);
+    assert!(ca.held().is_empty());
+
+    let cb = b.cluster().unwrap();
+    assert_eq!(cb.acquire(shard, LONG).unwrap(), Some(e + 1));
+    let m = b.append(&id, Message::user("new owner"), NOW).unwrap();
+    assert_eq!(
+        m.seq, 4,
+        "the new owner continues after what the old one committed"
+    );
+    assert!(b.check_invariants(&id).unwrap().is_ok());
+    assert_eq!(b.history(&id).unwrap().len(), 5);
+}
+
+/// A takeover while the old owner writes as fast as it can: each of its writes either commits
+/// before the takeover or fails as fenced, nothing after; the new owner's history holds every
+/// acknowledged write of both, once, in order.
+#[test]
+fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b) = two_nodes(&url, "fence_race");
+    let id = agent("npc");
+    let shard = shard_of(&id, SHARDS);
+    let e = a.cluster().unwrap().acquire(shard, LONG).unwrap().unwrap();
+    a.create_agent(&id, NOW).unwrap();
+
+    let taken = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (a, id, taken) = (a.clone(), id.clone(), Arc::clone(&taken));
+        std::thread::spawn(move || {
+            let (mut acked, mut fenced_after_takeover) = (Vec::new(), 0);
+            for i in 0..400 {
+                let started_after_takeover = taken.load(Ordering::SeqCst);
+                match a.append(&id, Message::user(format!("a{i}")), NOW) {
+                    Ok(m) => {
+                        assert!(!started_after_takeover, "a{i} committed after the takeover");
+                        acked.push(m.content);
+                    }
+                    Err(StoreError::Fenced { epoch, .. }) => {
+                        assert_eq!(epoch, Some(e));
+                        if started_after_takeover {
+                            fenced_after_takeover += 1;
+                            if fenced_after_takeover == 20 {
+                                break;
+                            }
+                        }
+                    }
+                    Err(other) => panic!("a{i}: {other}"),
+                }
+            }
+            (acked, fenced_after_takeover)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    // Expire A's lease and take the shard over while A keeps writing.
+    a.cluster()
+        .unwrap()
+        .renew(Duration::from_millis(1))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    let cb = b.cluster().unwrap();
+    let epoch = loop {
+        if let Some(epoch) = cb.acquire(shard, LONG).unwrap() {
+            break epoch;
+        }
+    };
+    taken.store(true, Ordering::SeqCst);
+    assert_eq!(epoch, e + 1);
+    let mut b_acked = Vec::new();
+    for i in 0..10 {
+        b_acked.push(
+            b.append(&id, Message::user(format!("b{i}")), NOW)
+                .unwrap()
+                .content,
+        );
+    }
+    let (a_acked, fenced_after) = writer.join().unwrap();
+    assert!(!a_acked.is_empty(), "A wrote before the takeover");
+    assert_eq!(fenced_after, 20);
+
+    let history: Vec<String> = b
+        .history(&id)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    let expected: Vec<String> = a_acked.iter().chain(&b_acked).cloned().collect();
+    assert_eq!(history, expected);
+    let report = b.check_invariants(&id).unwrap();
+    assert!(report.is_ok(), "{:?}", report.violations);
+}
+
+/// One step of two writers around a takeover.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    AWrites,
+    BWrites,
+    /// A's lease runs out (it stopped renewing).
+    AExpires,
+    /// B tries to take the shard.
+    BAcquires,
+    ARenews,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => Just(Step::AWrites),
+        4 => Just(Step::BWrites),
+        1 => Just(Step::AExpires),
+        2 => Just(Step::BAcquires),
+        1 => Just(Step::ARenews),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(12),
+        ..ProptestConfig::default()
+    })]
+
+    /// Writers with epochs e and e+1 interleaved at random: a write commits exactly when its node
+    /// holds an unexpired lease at its epoch, so once e+1 exists only e+1 commits; the history is
+    /// exactly the committed writes.
+    #[test]
+    fn only_the_current_epoch_commits(steps in prop::collection::vec(step(), 1..30)) {
+        let Some(url) = pg_url() else { return Ok(()) };
+        let (_guard, a, b) = two_nodes(&url, "fence_prop");
+        let id = agent("npc");
+        let shard = shard_of(&id, SHARDS);
+        let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
+        let e = ca.acquire(shard, LONG).unwrap().unwrap();
+        a.create_agent(&id, NOW).unwrap();
+        // The model: whether A's lease is unexpired, whether A still believes it holds it (until
+        // a renewal tells it otherwise), and B's epoch once it took the shard.
+        let (mut a_live, mut a_believes, mut b_epoch) = (true, true, None::<u64>);
+        let mut committed = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            match step {
+                Step::AWrites => {
+                    let r = a.append(&id, Message::user(format!("a{i}")), NOW);
+                    if a_live {
+                        committed.push(r.unwrap().content);
+                    } else {
+                        let err = r.unwrap_err();
+                        let epoch = a_believes.then_some(e);
+                        prop_assert!(is_fenced(&err, shard, epoch), "{err}");
+                    }
+                }
+                Step::BWrites => {
+                    let r = b.append(&id, Message::user(format!("b{i}")), NOW);
+                    match b_epoch {
+                        Some(_) => committed.push(r.unwrap().content),
+                        None => prop_assert!(is_fenced(&r.unwrap_err(), shard, None)),
+                    }
+                }
+                Step::AExpires => {
+                    if a_live {
+                        ca.renew(Duration::from_millis(1)).unwrap();
+                        std::thread::sleep(Duration::from_millis(5));
+                        a_live = false;
+                    }
+                }
+                Step::BAcquires => {
+                    let got = cb.acquire(shard, LONG).unwrap();
+                    if b_epoch.is_some() || a_live {
+                        prop_assert_eq!(got, None);
+                    } else {
+                        prop_assert_eq!(got, Some(e + 1));
+                        b_epoch = got;
+                    }
+                }
+                Step::ARenews => {
+                    let held = ca.renew(LONG).unwrap();
+                    prop_assert_eq!(held, if a_live { vec![(shard, e)] } else { vec![] });
+                    a_believes = a_live;
+                }
+            }
+        }
+        let history: Vec<String> = b.history(&id).unwrap().into_iter().map(|m| m.content).collect();
+        prop_assert_eq!(history, committed);
+        prop_assert!(b.check_invariants(&id).unwrap().is_ok());
+    }
+}
+
+#[test]
+fn heartbeats_list_the_nodes_and_bad_options_are_named() {
+    let Some(url) = pg_url() else { return };
+    let (guard, a, b) = two_nodes(&url, "nodes");
+    a.cluster().unwrap().heartbeat().unwrap();
+    b.cluster().unwrap().heartbeat().unwrap();
+    let nodes = a.cluster().unwrap().nodes().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(names, ["node-a", "node-b"]);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.heartbeat_age < Duration::from_secs(60))
+    );
+    b.cluster().unwrap().leave().unwrap();
+    assert_eq!(a.cluster().unwrap().nodes().unwrap().len(), 1);
+
+    let err = a.cluster().unwrap().acquire(SHARDS, LONG).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid shard: shard 8 is out of range: the cluster has 8 shards"
+    );
+    let bad = |node: &str, shards: u32| {
+        Store::open_postgres_cluster(
+            &url,
+            PostgresOptions {
+                schema: unique_schema("bad"),
+                pool_size: 1,
+            },
+            ClusterOptions {
+                node: node.to_string(),
+                shards,
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(bad("", 8).contains("node name \"\" must be 1 to 200 characters"));
+    assert!(bad("n", 0).contains("shards must be 1 to 1048576, not 0"));
+    // A store opened alone is not a cluster node, and cannot open a schema nodes have open.
+    assert!(Store::temporary().unwrap().cluster().is_none());
+    let schema = guard.schema.clone();
+    let options = PostgresOptions {
+        schema: schema.clone(),
+        pool_size: 1,
+    };
+    let err = Store::open_postgres(&url, options).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("Postgres schema {schema} at ")),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("is open in another process (or cluster nodes)"),
+        "{err}"
+    );
+}
