@@ -91,6 +91,15 @@ impl PgDb {
         })
     }
 
+    /// Every row of a parameterless `sql`, mapped.
+    fn select_all<T>(
+        &self,
+        sql: String,
+        map: impl Fn(&tokio_postgres::Row) -> T,
+    ) -> Result<Vec<T>> {
+        Ok(self.query_owned(sql, Vec::new())?.iter().map(map).collect())
+    }
+
     /// Records that `node` is alive now (joining the cluster on its first call).
     pub(crate) fn heartbeat(&self, node: &str) -> Result<()> {
         let sql = format!(
@@ -121,15 +130,11 @@ impl PgDb {
              FROM {} ORDER BY node",
             self.table_name("cluster_nodes")
         );
-        Ok(self
-            .query_owned(sql, Vec::new())?
-            .iter()
-            .map(|r| NodeRow {
-                node: r.get(0),
-                heartbeat_age_ms: r.get(1),
-                joined_ms_ago: r.get(2),
-            })
-            .collect())
+        self.select_all(sql, |r| NodeRow {
+            node: r.get(0),
+            heartbeat_age_ms: r.get(1),
+            joined_ms_ago: r.get(2),
+        })
     }
 
     /// Takes `shard`'s lease for `node` for `ttl` if it is free, released or expired, bumping its
@@ -211,15 +216,11 @@ impl PgDb {
              FROM {} ORDER BY shard",
             self.table_name("shard_leases")
         );
-        Ok(self
-            .query_owned(sql, Vec::new())?
-            .iter()
-            .map(|r| LeaseRow {
-                shard: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
-                owner: r.get(1),
-                epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
-                remaining_ms: r.get(3),
-            })
-            .collect())
+        self.select_all(sql, |r| LeaseRow {
+            shard: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
+            owner: r.get(1),
+            epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+            remaining_ms: r.get(3),
+        })
     }
 }

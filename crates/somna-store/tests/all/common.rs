@@ -92,6 +92,14 @@ macro_rules! store_with_agent {
 pub(crate) use store_with_agent;
 
 /// An agent id.
+/// How many cases a property test runs: `PROPTEST_CASES` when set, else `default`.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn agent(name: &str) -> AgentId {
     AgentId::new(name).unwrap()
 }

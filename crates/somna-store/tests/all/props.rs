@@ -95,10 +95,7 @@ fn check(
 
 proptest! {
     // 48 cases per run; PROPTEST_CASES=N runs more.
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn random_operations_keep_the_invariants(ops in prop::collection::vec(op(), 1..40)) {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use somna_core::Message;
+use somna_core::{AgentId, Message};
 use somna_store::cluster::{ClusterOptions, shard_of};
 use somna_store::{PostgresOptions, Store, StoreError};
 
@@ -53,6 +53,27 @@ fn two_nodes(url: &str, what: &str) -> (DropSchemaAfter, Store, Store) {
         schema: schema.clone(),
     };
     (guard, a, b)
+}
+
+/// [`two_nodes`] with agent `npc` created by `a`, which holds its shard: (guard, a, b, id, shard,
+/// a's epoch).
+fn a_owns_npc(url: &str, what: &str) -> (DropSchemaAfter, Store, Store, AgentId, u32, u64) {
+    let (guard, a, b) = two_nodes(url, what);
+    let id = agent("npc");
+    let shard = shard_of(&id, SHARDS);
+    let epoch = a.cluster().unwrap().acquire(shard, LONG).unwrap().unwrap();
+    a.create_agent(&id, NOW).unwrap();
+    (guard, a, b, id, shard, epoch)
+}
+
+/// The contents of `id`'s live history, in order.
+fn contents(store: &Store, id: &AgentId) -> Vec<String> {
+    store
+        .history(id)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect()
 }
 
 fn is_fenced(e: &StoreError, shard: u32, epoch: Option<u64>) -> bool {
@@ -105,12 +126,8 @@ fn a_node_writes_only_the_agents_of_shards_it_holds() {
 #[test]
 fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
     let Some(url) = pg_url() else { return };
-    let (_guard, a, b) = two_nodes(&url, "fence_expiry");
-    let id = agent("npc");
-    let shard = shard_of(&id, SHARDS);
+    let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_expiry");
     let ca = a.cluster().unwrap();
-    let e = ca.acquire(shard, LONG).unwrap().unwrap();
-    a.create_agent(&id, NOW).unwrap();
     append_n(&a, &id, 4);
 
     // The node stops renewing: its lease runs out (by the database's clock).
@@ -144,11 +161,7 @@ fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
 #[test]
 fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
     let Some(url) = pg_url() else { return };
-    let (_guard, a, b) = two_nodes(&url, "fence_race");
-    let id = agent("npc");
-    let shard = shard_of(&id, SHARDS);
-    let e = a.cluster().unwrap().acquire(shard, LONG).unwrap().unwrap();
-    a.create_agent(&id, NOW).unwrap();
+    let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_race");
 
     let taken = Arc::new(AtomicBool::new(false));
     let writer = {
@@ -204,14 +217,8 @@ fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
     assert!(!a_acked.is_empty(), "A wrote before the takeover");
     assert_eq!(fenced_after, 20);
 
-    let history: Vec<String> = b
-        .history(&id)
-        .unwrap()
-        .into_iter()
-        .map(|m| m.content)
-        .collect();
     let expected: Vec<String> = a_acked.iter().chain(&b_acked).cloned().collect();
-    assert_eq!(history, expected);
+    assert_eq!(contents(&b, &id), expected);
     let report = b.check_invariants(&id).unwrap();
     assert!(report.is_ok(), "{:?}", report.violations);
 }
@@ -239,10 +246,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(12),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(12), ..ProptestConfig::default() })]
 
     /// Writers with epochs e and e+1 interleaved at random: a write commits exactly when its node
     /// holds an unexpired lease at its epoch, so once e+1 exists only e+1 commits; the history is
@@ -250,12 +254,8 @@ proptest! {
     #[test]
     fn only_the_current_epoch_commits(steps in prop::collection::vec(step(), 1..30)) {
         let Some(url) = pg_url() else { return Ok(()) };
-        let (_guard, a, b) = two_nodes(&url, "fence_prop");
-        let id = agent("npc");
-        let shard = shard_of(&id, SHARDS);
+        let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_prop");
         let (ca, cb) = (a.cluster().unwrap(), b.cluster().unwrap());
-        let e = ca.acquire(shard, LONG).unwrap().unwrap();
-        a.create_agent(&id, NOW).unwrap();
         // The model: whether A's lease is unexpired, whether A still believes it holds it (until
         // a renewal tells it otherwise), and B's epoch once it took the shard.
         let (mut a_live, mut a_believes, mut b_epoch) = (true, true, None::<u64>);
@@ -302,8 +302,7 @@ proptest! {
                 }
             }
         }
-        let history: Vec<String> = b.history(&id).unwrap().into_iter().map(|m| m.content).collect();
-        prop_assert_eq!(history, committed);
+        prop_assert_eq!(contents(&b, &id), committed);
         prop_assert!(b.check_invariants(&id).unwrap().is_ok());
     }
 }
