@@ -59,6 +59,11 @@ pub enum Command {
         /// 127.0.0.1:7878; port 0 picks a free port). The token comes from SOMNA_API_TOKEN.
         #[arg(long, value_name = "ADDR")]
         serve: Option<Option<SocketAddr>>,
+        /// Run as one node of a cluster sharing the Postgres store with other nodes: this node
+        /// hosts the agents of the shards it leases (`[cluster]` in the config;
+        /// docs/hosting-a-cluster.md).
+        #[arg(long)]
+        cluster: bool,
     },
     /// Validate a config file: exit 0 when valid, 2 with every error listed.
     CheckConfig {
@@ -86,6 +91,9 @@ pub enum Command {
     /// Measure Somna (no database needed: each conversation goes into a temporary one).
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// The cluster of nodes sharing the Postgres store (`somna run --cluster`).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Print an agent's live history (or its archive).
     History {
         agent: String,
@@ -118,6 +126,13 @@ pub enum Command {
         #[arg(long, short = 'n')]
         limit: Option<usize>,
     },
+}
+
+/// `somna cluster …`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// The nodes (heartbeat age, shards held) and the shards' leases (unowned, expired, oldest).
+    Status,
 }
 
 /// `somna eval …`: Somna measuring itself.

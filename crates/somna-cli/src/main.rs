@@ -28,7 +28,7 @@ use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_store::Store;
 
 use backend::{Backend, JournalFilters};
-use cli::{AgentCommand, Cli, Command, EvalCommand};
+use cli::{AgentCommand, Cli, ClusterCommand, Command, EvalCommand};
 use local::Local;
 use output::Out;
 use remote::{ApiFailure, Remote};
@@ -123,6 +123,7 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             for_real,
             quiet,
             serve,
+            cluster,
         } => {
             // Read and check the server's options before anything starts.
             let serve = serve
@@ -158,7 +159,11 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
                 Err(LoadError::Io(e)) => return Err(e),
             };
             let at = StoreAt::from_config(&cli.config, cli.db.as_deref(), &config.store);
-            let store = at.open(&config.store, true)?;
+            let store = if *cluster {
+                at.open_cluster(&config.cluster)?
+            } else {
+                at.open(&config.store, true)?
+            };
             run::run(run::RunArgs {
                 config,
                 store,
@@ -182,6 +187,13 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
         Command::Check => {
             let (config, store) = open(&cli)?;
             Local { config, store, out }.check()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster(ClusterCommand::Status) => {
+            let config = load_or_defaults(&cli)?;
+            let at = StoreAt::from_config(&cli.config, cli.db.as_deref(), &config.store);
+            let status = store_at::cluster_status(&at, &config.cluster)?;
+            out.cluster_status(&status);
             Ok(ExitCode::SUCCESS)
         }
         Command::MigrateStore { to, schema } => {
@@ -271,6 +283,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
         Command::Stats => "stats",
         Command::Check => "check",
         Command::MigrateStore { .. } => "migrate-store",
+        Command::Cluster(_) => "cluster",
         Command::Eval(_) => "eval",
         Command::Agent(AgentCommand::Prompt { .. }) => "prompt",
         Command::Agent(AgentCommand::Import { .. }) => "import",
@@ -352,6 +365,7 @@ fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
         | Command::Stats
         | Command::Check
         | Command::MigrateStore { .. }
+        | Command::Cluster(_)
         | Command::Eval(_) => {
             Err(local_only_error(local_only(command).unwrap_or("this command")).into())
         }

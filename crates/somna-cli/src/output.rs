@@ -270,6 +270,37 @@ impl Out {
         );
     }
 
+    /// `somna cluster status`: one row per node, then the shards nobody holds.
+    pub fn cluster_status(&self, status: &crate::store_at::ClusterStatus) {
+        if self.json {
+            self.print_json(status);
+            return;
+        }
+        println!(
+            "cluster at {} · {} shards · leases of {} ms",
+            status.store, status.shards, status.lease_ttl_ms
+        );
+        println!(
+            "{:<32} {:>10} {:>6} {:>8}",
+            "node", "heartbeat", "shards", "lease"
+        );
+        for n in &status.nodes {
+            println!(
+                "{:<32} {:>8}ms {:>6} {:>8}{}",
+                n.node,
+                n.heartbeat_age_ms,
+                n.shards,
+                n.min_lease_left_ms
+                    .map_or_else(|| "-".to_string(), |ms| format!("{ms}ms")),
+                if n.live { "" } else { "  (silent: not live)" }
+            );
+        }
+        println!(
+            "unowned shards: {} of {} · highest epoch {}",
+            status.unowned_shards, status.shards, status.max_epoch
+        );
+    }
+
     /// The dry-run prompt: each message with its token count, then the totals.
     /// `somna eval recall`: one row per method and category, then the method's overall row.
     pub fn recall(&self, dataset: &Path, report: &RecallReport) {

@@ -5,7 +5,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use somna_core::config::{DbUrl, StoreBackend, StoreConfig};
+use serde::Serialize;
+use somna_core::config::{ClusterSection, DbUrl, StoreBackend, StoreConfig};
+use somna_store::cluster::ClusterOptions;
 use somna_store::{PostgresOptions, Store, StoreError, StoreOptions};
 
 /// A store's location.
@@ -93,6 +95,38 @@ impl StoreAt {
             )
             .map_err(|e| self.open_error(e)),
         }
+    }
+
+    /// Opens the store as one node of a cluster (`somna run --cluster`): Postgres only.
+    pub fn open_cluster(&self, section: &ClusterSection) -> Result<Store> {
+        self.open_as_node(section, node_name(section))
+    }
+
+    fn open_as_node(&self, section: &ClusterSection, node: String) -> Result<Store> {
+        let StoreAt::Postgres {
+            url,
+            schema,
+            pool_size,
+        } = self
+        else {
+            bail!(
+                "a cluster needs the Postgres backend (set [store] backend = \"postgres\" and url; \
+the sled database at {} is one process's)",
+                self.label()
+            );
+        };
+        Store::open_postgres_cluster(
+            url.expose(),
+            PostgresOptions {
+                schema: schema.clone(),
+                pool_size: *pool_size as usize,
+            },
+            ClusterOptions {
+                node,
+                shards: section.shards,
+            },
+        )
+        .map_err(|e| self.open_error(e))
     }
 
     fn open_error(&self, e: StoreError) -> anyhow::Error {
@@ -193,4 +227,89 @@ fn dump(store: &Store, id: &somna_core::AgentId) -> Result<Vec<String>> {
         lines.push(serde_json::to_string(&e)?);
     }
     Ok(lines)
+}
+
+/// This node's name: `[cluster] node`, else `<hostname>-<pid>`.
+pub fn node_name(section: &ClusterSection) -> String {
+    if !section.node.is_empty() {
+        return section.node.clone();
+    }
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "node".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// `somna cluster status`: what the database says of the nodes and the shards.
+#[derive(Debug, Serialize)]
+pub struct ClusterStatus {
+    /// Where (the URL without its password, and the schema).
+    pub store: String,
+    pub shards: u32,
+    pub lease_ttl_ms: u64,
+    pub nodes: Vec<NodeStatus>,
+    /// Shards with no unexpired lease (never taken, released, or their owner died).
+    pub unowned_shards: u32,
+    /// The highest epoch of any shard (how many takeovers the busiest shard has seen, plus one).
+    pub max_epoch: u64,
+}
+
+/// One node in `somna cluster status`.
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub node: String,
+    pub heartbeat_age_ms: u64,
+    /// Whether its heartbeat is within the lease TTL.
+    pub live: bool,
+    /// Shards it holds with an unexpired lease.
+    pub shards: u32,
+    /// The least time left on any of its leases (ms; none without shards).
+    pub min_lease_left_ms: Option<i64>,
+}
+
+/// Reads the cluster tables through a read-only node handle (it takes no lease, sends no
+/// heartbeat).
+pub fn cluster_status(at: &StoreAt, section: &ClusterSection) -> Result<ClusterStatus> {
+    let store = at.open_as_node(section, format!("status-{}", std::process::id()))?;
+    let Some(view) = store.cluster() else {
+        bail!("the store at {} is not a cluster store", at.label());
+    };
+    let leases = view.leases()?;
+    let live = |remaining: i64| remaining > 0;
+    let ttl = section.lease_ttl;
+    let nodes = view
+        .nodes()?
+        .into_iter()
+        .map(|n| {
+            let mine: Vec<i64> = leases
+                .iter()
+                .filter(|l| l.owner.as_deref() == Some(n.node.as_str()) && live(l.remaining_ms))
+                .map(|l| l.remaining_ms)
+                .collect();
+            NodeStatus {
+                heartbeat_age_ms: u64::try_from(n.heartbeat_age.as_millis()).unwrap_or(u64::MAX),
+                live: n.heartbeat_age < ttl,
+                shards: u32::try_from(mine.len()).unwrap_or(u32::MAX),
+                min_lease_left_ms: mine.iter().min().copied(),
+                node: n.node,
+            }
+        })
+        .collect();
+    let owned = leases
+        .iter()
+        .filter(|l| l.owner.is_some() && live(l.remaining_ms))
+        .count();
+    Ok(ClusterStatus {
+        store: at.label(),
+        shards: section.shards,
+        lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        nodes,
+        unowned_shards: section
+            .shards
+            .saturating_sub(u32::try_from(owned).unwrap_or(u32::MAX)),
+        max_epoch: leases.iter().map(|l| l.epoch).max().unwrap_or(0),
+    })
 }

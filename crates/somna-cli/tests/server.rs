@@ -368,14 +368,10 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
 /// the local commands on the same schema once the server has stopped.
 #[test]
 fn the_runtime_serves_from_postgres() {
-    let Some(url) = support::pg_url_or_skip() else {
+    let Some(pg) = support::PgScratch::new("somna_serve", |_, _| CONFIG.to_string()) else {
         return;
     };
-    let schema = format!("somna_serve_{}", std::process::id());
-    let _cleanup = support::DropSchema::new(&url, &schema);
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let (url, schema, dir) = (&pg.url, &pg.schema, pg.dir());
     let on_pg = [
         "--set".to_string(),
         "store.backend=postgres".to_string(),

@@ -23,6 +23,14 @@ use somna_store::{StoreError, UncompactOutcome};
 #[rtype(result = "Result<(), InboundError>")]
 pub(crate) struct Input(pub Inbound);
 
+/// Input another node enqueued in the cluster's inbox, under its inbox key.
+#[derive(Message)]
+#[rtype(result = "Result<(), InboundError>")]
+pub(crate) struct InboxInput {
+    pub key: Vec<u8>,
+    pub input: Inbound,
+}
+
 /// Run one tick now (tests and tools; the actor also ticks on its own timer).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -258,6 +266,13 @@ impl Handler<Input> for AgentActor {
     type Result = Result<(), InboundError>;
     fn handle(&mut self, msg: Input, _: &mut Context<Self>) -> Self::Result {
         self.agent.inbound(msg.0)
+    }
+}
+
+impl Handler<InboxInput> for AgentActor {
+    type Result = Result<(), InboundError>;
+    fn handle(&mut self, msg: InboxInput, _: &mut Context<Self>) -> Self::Result {
+        self.agent.inbound_from_inbox(&msg.key, msg.input)
     }
 }
 

@@ -111,7 +111,14 @@ struct Inner {
     scheduler: Option<Addr<Scheduler>>,
     stats: Arc<TickStats>,
     jobs: JobPool,
+    /// Set at shutdown: stops the cluster membership thread (cluster mode only).
+    cluster_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// The NATS client of a cluster node, once connected (inbox wake-ups).
+    nats: std::sync::OnceLock<async_nats::Client>,
 }
+
+#[path = "cluster.rs"]
+mod cluster;
 
 /// The worker pool agents' jobs run on (LLM calls, compactions, store reads for prompts).
 #[derive(Debug)]
@@ -178,8 +185,19 @@ impl Runtime {
                 jobs,
                 llm,
                 config,
+                cluster_stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                nats: std::sync::OnceLock::new(),
             }),
         };
+        if store.cluster().is_some() {
+            // A cluster node hosts the agents of the shards it acquires (see `cluster`).
+            cluster::start(
+                &runtime,
+                &runtime.inner.config.cluster,
+                &runtime.inner.cluster_stop,
+            );
+            return Ok(runtime);
+        }
         let mut configs: Vec<AgentConfig> = runtime.inner.config.agents.clone();
         for record in store.agents()? {
             if record.retired || configs.iter().any(|c| c.id == record.id) {
@@ -301,6 +319,54 @@ impl Runtime {
         Ok(())
     }
 
+    /// Puts input for an agent hosted by another node of the cluster into the inbox.
+    fn enqueue(&self, id: &AgentId, input: &Inbound) -> Result<()> {
+        let empty = match input {
+            Inbound::User { content, .. }
+            | Inbound::Observation { content }
+            | Inbound::ToolResult { content, .. } => content.trim().is_empty(),
+        };
+        if empty {
+            return Err(RuntimeError::Input(id.clone(), InboundError::Empty));
+        }
+        let payload = serde_json::to_vec(input).map_err(|e| {
+            RuntimeError::Input(
+                id.clone(),
+                InboundError::Store(somna_store::StoreError::Invalid {
+                    what: "inbox input",
+                    reason: e.to_string(),
+                }),
+            )
+        })?;
+        match self
+            .inner
+            .store
+            .enqueue(id, payload, self.inner.clock.now())
+        {
+            Ok(_) => {}
+            Err(somna_store::StoreError::UnknownAgent(id)) => {
+                return Err(RuntimeError::UnknownAgent(id));
+            }
+            Err(e) => return Err(RuntimeError::Store(e)),
+        }
+        cluster::wake(self);
+        Ok(())
+    }
+
+    /// Stops hosting an agent (drains its job, leaves the scheduler) without retiring it: a
+    /// cluster node giving up the agent's shard.
+    async fn unload(&self, id: &AgentId) {
+        let Ok(addr) = self.addr(id) else { return };
+        let (tx, rx) = oneshot::channel();
+        if addr.send(actor::Drain(tx)).await.is_ok() {
+            let _ = tokio::time::timeout(DEFAULT_GRACE, rx).await;
+        }
+        if let Some(s) = &self.inner.scheduler {
+            s.do_send(scheduler::Unregister(id.clone()));
+        }
+        self.write_agents().remove(id);
+    }
+
     /// The ids of the hosted agents, sorted.
     pub fn agent_ids(&self) -> Vec<AgentId> {
         let mut ids: Vec<AgentId> = self
@@ -319,7 +385,14 @@ impl Runtime {
     /// `[store] durable_acks` (the default), once it is flushed: an `Ok` input survives a process
     /// kill and power loss. The wait is a group commit in the store ([`Store::durable`]): the
     /// actor is not held during it, and one flush serves every input waiting at that moment.
+    ///
+    /// On a cluster node, input for an agent another node hosts goes to the store's inbox (one
+    /// durable write) and the owner delivers it, exactly once, on its next inbox read (at once
+    /// with a NATS wake-up, else within `[cluster] poll_every`).
     pub async fn send(&self, id: &AgentId, input: Inbound) -> Result<()> {
+        if self.inner.store.cluster().is_some() && self.addr(id).is_err() {
+            return self.enqueue(id, &input);
+        }
         self.ask(id, actor::Input(input))
             .await?
             .map_err(|e| RuntimeError::Input(id.clone(), e))?;
@@ -444,6 +517,9 @@ impl Runtime {
     /// (up to `grace`; an abandoned job loses nothing since commits are atomic), stop the
     /// Arbiters, and flush sled to disk.
     pub async fn shutdown(&self, grace: Duration) -> Result<()> {
+        self.inner
+            .cluster_stop
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(s) = &self.inner.scheduler {
             let _ = s.send(scheduler::StopScheduling).await;
         }
@@ -462,6 +538,17 @@ impl Runtime {
         }
         for a in &self.inner.arbiters {
             a.stop();
+        }
+        if let Some(view) = self.inner.store.cluster() {
+            // Hand the shards over at once instead of letting their leases run out.
+            for (shard, _) in view.held() {
+                if let Err(e) = view.release(shard) {
+                    tracing::warn!(shard, error = %e, "shutdown: cannot release a shard lease");
+                }
+            }
+            if let Err(e) = view.leave() {
+                tracing::warn!(error = %e, "shutdown: cannot leave the cluster's node list");
+            }
         }
         let flushed = self.inner.store.flush()?;
         tracing::info!(bytes = flushed, "shutdown: store flushed");

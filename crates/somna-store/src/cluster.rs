@@ -62,6 +62,15 @@ impl Membership {
         (shard, fence)
     }
 
+    /// Whether this node holds the shard of `agent` (as far as it knows).
+    pub(crate) fn holds(&self, agent: &[u8]) -> bool {
+        let shard = shard_of_bytes(agent, self.shards);
+        self.held
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&shard)
+    }
+
     /// Forgets the lease of `shard` at `epoch` (lost or given back).
     fn drop_lease(&self, shard: u32, epoch: u64) {
         let mut held = self.held.write().unwrap_or_else(PoisonError::into_inner);

@@ -51,6 +51,7 @@ impl Store {
             EVENTS,
             UNDO,
             TERMS,
+            INBOX,
             AGENTS,
         ] {
             let (from, to) = (self.inner.db.tree(name)?, dest.inner.db.tree(name)?);

@@ -15,6 +15,8 @@
 //! - [`index`]: the inverted index of messages, journal entries and facts, kept up to date in the
 //!   writes that create them; [`Store::search`] and [`Store::search_archive`] (BM25, reading only
 //!   the query terms' postings).
+//! - [`inbox`]: inputs waiting for the node that owns their agent ([`Store::enqueue`],
+//!   [`Store::append_from_inbox`], exactly once).
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
 //! - [`events`]: the per-agent event log (somna-core's [`LoggedEvent`], re-exported here).
 //! - [`check`]: [`Store::check_invariants`] and its [`InvariantReport`].
@@ -37,6 +39,7 @@ pub mod copy;
 pub mod durable;
 pub mod error;
 pub mod events;
+pub mod inbox;
 pub mod index;
 pub mod journal;
 mod keys;
@@ -50,6 +53,7 @@ pub use compaction::{CommitOutcome, CompactionCommit, UncompactOutcome};
 pub use copy::CopyReport;
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
+pub use inbox::InboxItem;
 pub use index::{ArchiveHit, DocKind, ScoredDoc};
 pub use somna_core::LoggedEvent;
 pub use store::{PostgresOptions, Store, StoreOptions};

@@ -130,6 +130,8 @@ pub mod tree_names {
     pub const UNDO: &str = "undo";
     /// The inverted index of messages, journal entries and facts (see the `index` module).
     pub const TERMS: &str = "terms";
+    /// Inputs waiting for the node that owns their agent (a cluster's routing, see `inbox`).
+    pub const INBOX: &str = "inbox";
 }
 
 pub(crate) struct Trees {
@@ -142,6 +144,7 @@ pub(crate) struct Trees {
     pub(crate) events: Tree,
     pub(crate) undo: Tree,
     pub(crate) terms: Tree,
+    pub(crate) inbox: Tree,
 }
 
 /// Which tree a write goes to (the index into the transaction's views).
@@ -155,6 +158,7 @@ pub(crate) enum TreeId {
     Memory = 5,
     Events = 6,
     Undo = 7,
+    Inbox = 8,
 }
 
 impl TreeId {
@@ -169,6 +173,7 @@ impl TreeId {
             TreeId::Memory => MEMORY,
             TreeId::Events => EVENTS,
             TreeId::Undo => UNDO,
+            TreeId::Inbox => INBOX,
         }
     }
 }
@@ -239,6 +244,8 @@ pub(crate) struct Write {
 #[derive(Default)]
 pub(crate) struct WriteSet {
     writes: Vec<Write>,
+    /// Applied without a cluster lease (an inbox enqueue by a node that does not own the agent).
+    unfenced: bool,
 }
 
 impl WriteSet {
@@ -253,6 +260,12 @@ impl WriteSet {
         &key[..end]
     }
 
+    /// Marks the set as needing no lease: it only creates inbox entries, which any node may.
+    pub(crate) fn unfenced(&mut self) {
+        debug_assert!(self.writes.iter().all(|w| w.tree == TreeId::Inbox));
+        self.unfenced = true;
+    }
+
     /// The writes, in the order they apply.
     pub(crate) fn writes(&self) -> &[Write] {
         &self.writes
@@ -261,6 +274,7 @@ impl WriteSet {
     pub(crate) fn with_capacity(n: usize) -> Self {
         WriteSet {
             writes: Vec::with_capacity(n),
+            unfenced: false,
         }
     }
 
@@ -371,6 +385,7 @@ impl Store {
             events: db.tree(EVENTS)?,
             undo: db.tree(UNDO)?,
             terms: db.tree(TERMS)?,
+            inbox: db.tree(INBOX)?,
         };
         Ok(Store {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
@@ -510,6 +525,16 @@ impl Store {
 
     /// The agent's in-memory state, loading it from its record on first use.
     pub(crate) fn state(&self, id: &AgentId) -> Result<Arc<AgentState>> {
+        // A cluster node caches only the agents of the shards it holds: another node writes the
+        // others, so a read of theirs starts from the stored record.
+        if let Some(membership) = &self.inner.cluster
+            && !membership.holds(id.as_str().as_bytes())
+        {
+            let record = self
+                .agent(id)?
+                .ok_or_else(|| StoreError::UnknownAgent(id.clone()))?;
+            return Ok(Arc::new(AgentState::new(record)));
+        }
         {
             let states = self
                 .inner
@@ -560,7 +585,8 @@ impl Store {
     /// transaction aborted and nothing changed. On a cluster node the set is fenced by the lease
     /// of its agent's shard: [`StoreError::Fenced`] when this node does not hold it (any more).
     pub(crate) fn apply(&self, writes: &WriteSet) -> Result<std::result::Result<(), Conflict>> {
-        let Some(membership) = &self.inner.cluster else {
+        let membership = self.inner.cluster.as_ref().filter(|_| !writes.unfenced);
+        let Some(membership) = membership else {
             return Ok(self
                 .inner
                 .db

@@ -177,3 +177,33 @@ impl Drop for DropSchema {
         let _ = somna_store::Store::temporary_postgres_in(&self.url, &self.schema);
     }
 }
+
+/// A scratch Postgres schema (dropped at the end) and a temporary directory for a test's config.
+pub struct PgScratch {
+    pub url: String,
+    pub schema: String,
+    dir: tempfile::TempDir,
+    _drop: DropSchema,
+}
+
+impl PgScratch {
+    /// `SOMNA_TEST_PG_URL` with a schema `<prefix>_<pid>`, or `None` after reporting the test as
+    /// skipped; `config(url, schema)` is written to the directory's runtime.toml.
+    pub fn new(prefix: &str, config: impl FnOnce(&str, &str) -> String) -> Option<PgScratch> {
+        let url = pg_url_or_skip()?;
+        let schema = format!("{prefix}_{}", std::process::id());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("runtime.toml"), config(&url, &schema)).unwrap();
+        Some(PgScratch {
+            _drop: DropSchema::new(&url, &schema),
+            url,
+            schema,
+            dir,
+        })
+    }
+
+    /// The directory holding runtime.toml.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}

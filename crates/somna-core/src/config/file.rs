@@ -18,8 +18,8 @@ use super::error::{ConfigError, ConfigErrors, Result};
 use super::overrides::apply_override;
 use super::source::{ErrorSink, SourceMap, concat_path, join_key, line_col};
 use super::{
-    AgentOverrides, CompactionOverrides, LlmConfig, MemoryOverrides, RuntimeSection, StoreConfig,
-    ToolSpec,
+    AgentOverrides, ClusterSection, CompactionOverrides, LlmConfig, MemoryOverrides,
+    RuntimeSection, StoreConfig, ToolSpec,
 };
 use crate::id::AgentId;
 
@@ -37,6 +37,8 @@ pub struct RuntimeConfig {
     pub llm: LlmConfig,
     /// `[runtime]`: threads and the sleep cap.
     pub runtime: RuntimeSection,
+    /// `[cluster]`: node name, shards and leases for `somna run --cluster`.
+    pub cluster: ClusterSection,
     /// `[defaults]`: what every agent gets unless its entry says otherwise.
     pub defaults: DefaultsSection,
     /// `[[agents]]`: the agents the runtime hosts from the start.
@@ -160,7 +162,7 @@ impl AgentEntry {
 }
 
 /// The top-level tables of runtime.toml.
-const SECTIONS: &[&str] = &["store", "llm", "runtime", "defaults", "agents"];
+const SECTIONS: &[&str] = &["store", "llm", "runtime", "cluster", "defaults", "agents"];
 
 /// How many keys one section may lose to errors before reading it stops (a bound on the re-reads;
 /// real files never come close).
@@ -203,6 +205,7 @@ impl RuntimeConfig {
         let store = read_section(&mut sink, &root, "store");
         let llm = read_section(&mut sink, &root, "llm");
         let runtime = read_section(&mut sink, &root, "runtime");
+        let cluster = read_section(&mut sink, &root, "cluster");
         let defaults = read_section(&mut sink, &root, "defaults");
         let agents = read_agents(&mut sink, root.get("agents"));
         errors.0.extend(sink.into_errors());
@@ -211,6 +214,7 @@ impl RuntimeConfig {
             store,
             llm,
             runtime,
+            cluster,
             defaults,
             agents,
             source,

@@ -688,6 +688,51 @@ impl Default for RuntimeSection {
     }
 }
 
+/// The resolved `[cluster]` section (also its raw form: every key has a built-in default). Used by
+/// `somna run --cluster`: several nodes on one Postgres store share the agents by shard leases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterSection {
+    /// This node's name, unique in the cluster; empty means `<hostname>-<pid>`.
+    pub node: String,
+    /// Shards the agents hash to; the same on every node for the life of the cluster.
+    pub shards: u32,
+    /// How long a shard lease lasts without renewal: how long a dead node's agents wait for a
+    /// survivor (at most about this plus `renew_every`).
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    /// How often a node heartbeats, renews its leases and rebalances; at most a third of
+    /// `lease_ttl`, so two renewals can fail before a lease runs out.
+    #[serde(with = "humantime_serde")]
+    pub renew_every: Duration,
+    /// The most shards a node acquires per round (so a joining node does not stall the cluster
+    /// loading thousands of agents at once).
+    pub acquire_per_round: u32,
+    /// How often a node reads the inbox for inputs other nodes accepted for its agents (the
+    /// fallback for lost NATS wake-ups and NATS outages).
+    #[serde(with = "humantime_serde")]
+    pub poll_every: Duration,
+    /// NATS server for inbox wake-ups and event fan-out (`nats://127.0.0.1:4222`); empty: none
+    /// (inputs then arrive within `poll_every`).
+    pub nats_url: String,
+}
+
+impl Default for ClusterSection {
+    /// 256 shards, 10 s leases renewed every 3 s, 32 acquisitions per round, the inbox read every
+    /// second, no NATS.
+    fn default() -> Self {
+        ClusterSection {
+            node: String::new(),
+            shards: 256,
+            lease_ttl: Duration::from_secs(10),
+            renew_every: Duration::from_secs(3),
+            acquire_per_round: 32,
+            poll_every: Duration::from_secs(1),
+            nats_url: String::new(),
+        }
+    }
+}
+
 /// The fully resolved config of one agent: no `Option` left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {

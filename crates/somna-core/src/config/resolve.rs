@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 use super::error::{ConfigError, ConfigErrors, Result};
 use super::file::{RuntimeConfig, agent_labels};
 use super::source::ErrorSink;
-use super::validate::{Reporter, check_agent, check_llm, check_runtime, check_store, check_tools};
+use super::validate::{
+    Reporter, check_agent, check_cluster, check_llm, check_runtime, check_store, check_tools,
+};
 use super::{
-    AgentConfig, AgentOverrides, CompactionConfig, DEFAULT_PERSONA, LlmConfig, MemoryConfig,
-    RuntimeSection, StoreConfig, ToolSpec,
+    AgentConfig, AgentOverrides, ClusterSection, CompactionConfig, DEFAULT_PERSONA, LlmConfig,
+    MemoryConfig, RuntimeSection, StoreConfig, ToolSpec,
 };
 use crate::id::AgentId;
 
@@ -25,6 +27,8 @@ pub struct ResolvedConfig {
     pub llm: LlmConfig,
     /// `[runtime]`.
     pub runtime: RuntimeSection,
+    /// `[cluster]` (used by `somna run --cluster`).
+    pub cluster: ClusterSection,
     /// What an agent that the file does not list (one created through the API) starts from.
     pub defaults: AgentDefaults,
     /// The agents of the file, in file order.
@@ -145,6 +149,7 @@ impl Default for ResolvedConfig {
             defaults: AgentDefaults::builtin(llm.model.clone()),
             llm,
             runtime: RuntimeSection::default(),
+            cluster: ClusterSection::default(),
             agents: Vec::new(),
         }
     }
@@ -213,6 +218,7 @@ impl RuntimeConfig {
         sink.findings("store", "store", check_store(&self.store));
         sink.findings("llm", "llm", check_llm(&self.llm));
         sink.findings("runtime", "runtime", check_runtime(&self.runtime));
+        sink.findings("cluster", "cluster", check_cluster(&self.cluster));
 
         let defaults_layer = self.defaults.overrides();
         let mut defaults = AgentDefaults::builtin(self.llm.model.clone()).layered(&defaults_layer);
@@ -280,6 +286,7 @@ impl RuntimeConfig {
             store: self.store.clone(),
             llm: self.llm.clone(),
             runtime: self.runtime.clone(),
+            cluster: self.cluster.clone(),
             defaults,
             agents,
         })

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use super::{
-    AgentDefaults, BUILTIN_TOOLS, CacheHint, CompactionConfig, LlmConfig, MIN_CONTEXT_TOKENS,
-    Provider, RuntimeSection, StoreBackend, StoreConfig, ToolSpec,
+    AgentDefaults, BUILTIN_TOOLS, CacheHint, ClusterSection, CompactionConfig, LlmConfig,
+    MIN_CONTEXT_TOKENS, Provider, RuntimeSection, StoreBackend, StoreConfig, ToolSpec,
 };
 
 /// One problem: the key, relative to the checked table, and what is wrong.
@@ -462,6 +462,42 @@ pub(crate) fn check_llm(llm: &LlmConfig) -> Vec<Finding> {
                 message: problem,
             });
         }
+    }
+    findings
+}
+
+/// Checks `[cluster]`.
+pub(crate) fn check_cluster(cluster: &ClusterSection) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if cluster.node.len() > 200 || cluster.node.chars().any(char::is_control) {
+        findings.push(finding(
+            "node",
+            "must be at most 200 characters without control characters",
+        ));
+    }
+    if cluster.shards == 0 || cluster.shards > 1 << 20 {
+        findings.push(finding("shards", "must be 1 to 1048576"));
+    }
+    if cluster.lease_ttl < Duration::from_millis(100) {
+        findings.push(finding("lease_ttl", "must be at least 100ms"));
+    }
+    if cluster.renew_every.is_zero() || cluster.renew_every.saturating_mul(3) > cluster.lease_ttl {
+        findings.push(finding(
+            "renew_every",
+            "must be above zero and at most a third of lease_ttl",
+        ));
+    }
+    if cluster.acquire_per_round == 0 {
+        findings.push(finding("acquire_per_round", "must be at least 1"));
+    }
+    if cluster.poll_every.is_zero() {
+        findings.push(finding("poll_every", "must be above zero"));
+    }
+    if !cluster.nats_url.is_empty() && !cluster.nats_url.starts_with("nats://") {
+        findings.push(finding(
+            "nats_url",
+            "must start with nats:// (e.g. \"nats://127.0.0.1:4222\"), or be empty for none",
+        ));
     }
     findings
 }

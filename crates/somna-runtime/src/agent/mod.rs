@@ -193,6 +193,17 @@ impl Agent {
     /// refused with [`InboundError::TooLarge`] before anything is written, so one input can never
     /// put the agent beyond what compaction can repair.
     pub fn inbound(&mut self, input: Inbound) -> Result<(), InboundError> {
+        self.inbound_via(input, None)
+    }
+
+    /// [`Agent::inbound`] of an input another node enqueued for this agent (a cluster's inbox):
+    /// the inbox entry `key` is taken in the append's transaction, so the input reaches history
+    /// once; an entry already delivered is skipped.
+    pub fn inbound_from_inbox(&mut self, key: &[u8], input: Inbound) -> Result<(), InboundError> {
+        self.inbound_via(input, Some(key))
+    }
+
+    fn inbound_via(&mut self, input: Inbound, inbox: Option<&[u8]>) -> Result<(), InboundError> {
         let now = self.deps.clock.now();
         match input {
             Inbound::User { content, name } => {
@@ -202,8 +213,9 @@ impl Agent {
                 let mut m = Message::user(content).at(now);
                 m.name = name;
                 let m = self.admit(m)?;
-                self.append_counted(m)?;
-                self.needs_reply = true;
+                if self.append_counted(m, inbox)? {
+                    self.needs_reply = true;
+                }
             }
             Inbound::Observation { content } => {
                 if content.trim().is_empty() {
@@ -214,16 +226,19 @@ impl Agent {
                         .with_name("world")
                         .at(now),
                 )?;
-                self.append_counted(m)?;
-                self.observations.push(content);
+                if self.append_counted(m, inbox)? {
+                    self.observations.push(content);
+                }
             }
             Inbound::ToolResult { call_id, content } => {
                 let Some(i) = self.pending_tools.iter().position(|p| p.call_id == call_id) else {
                     return Err(InboundError::UnknownToolCall(call_id));
                 };
                 let m = self.admit(Message::tool_result(call_id, content).at(now))?;
+                if !self.append_counted(m, inbox)? {
+                    return Ok(());
+                }
                 self.pending_tools.remove(i);
-                self.append_counted(m)?;
                 if self.pending_tools.is_empty() {
                     self.needs_reply = true;
                     if self.state == AgentState::WaitingForTools {
@@ -254,9 +269,18 @@ impl Agent {
         Ok(m)
     }
 
-    /// Appends a message [`Agent::admit`] counted.
-    fn append_counted(&self, m: Message) -> Result<Message, StoreError> {
-        self.deps.store.append(&self.id, m, self.deps.clock.now())
+    /// Appends a message [`Agent::admit`] counted, taking its inbox entry when it came through the
+    /// inbox; false when that entry was delivered already (nothing appended).
+    fn append_counted(&self, m: Message, inbox: Option<&[u8]>) -> Result<bool, StoreError> {
+        let now = self.deps.clock.now();
+        match inbox {
+            None => self.deps.store.append(&self.id, m, now).map(|_| true),
+            Some(key) => Ok(self
+                .deps
+                .store
+                .append_from_inbox(&self.id, key, m, now)?
+                .is_some()),
+        }
     }
 
     /// The start of a tick: the emergency check first, then the step. Returns the job to spawn, if

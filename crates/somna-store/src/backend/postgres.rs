@@ -43,7 +43,7 @@ mod cluster;
 pub(crate) use cluster::Fence;
 
 /// The store's tables, in [`crate::store::TreeId`] order (then `terms`, which no write set touches).
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     tree_names::AGENTS,
     tree_names::HISTORY,
     tree_names::ARCHIVE,
@@ -52,6 +52,7 @@ const TABLES: [&str; 9] = [
     tree_names::MEMORY,
     tree_names::EVENTS,
     tree_names::UNDO,
+    tree_names::INBOX,
     tree_names::TERMS,
 ];
 
@@ -81,6 +82,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
              owner text,
              epoch bigint NOT NULL,
              lease_until timestamptz NOT NULL);",
+    ),
+    (
+        3,
+        "CREATE TABLE {schema}.inbox (key bytea PRIMARY KEY, value bytea NOT NULL);",
     ),
 ];
 

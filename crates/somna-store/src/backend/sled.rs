@@ -84,7 +84,7 @@ impl SledDb {
         self.db.was_recovered()
     }
 
-    /// `writes` in one sled transaction across the eight transactional trees.
+    /// `writes` in one sled transaction across the nine transactional trees.
     pub(crate) fn apply(
         &self,
         trees: &Trees,
@@ -106,11 +106,12 @@ impl SledDb {
             &sled_tree(&trees.memory)?,
             &sled_tree(&trees.events)?,
             &sled_tree(&trees.undo)?,
+            &sled_tree(&trees.inbox)?,
         )
             .transaction(
-                |(agents, history, archive, journal, by_source, memory, events, undo)| {
+                |(agents, history, archive, journal, by_source, memory, events, undo, inbox)| {
                     let views = [
-                        agents, history, archive, journal, by_source, memory, events, undo,
+                        agents, history, archive, journal, by_source, memory, events, undo, inbox,
                     ];
                     for w in writes.writes() {
                         let tree = views[w.tree as usize];

@@ -103,8 +103,11 @@ fn a_node_writes_only_the_agents_of_shards_it_holds() {
     assert_eq!(b.cluster().unwrap().acquire(shard, LONG).unwrap(), None);
     let err = b.append(&id, Message::user("hi"), NOW).unwrap_err();
     assert!(is_fenced(&err, shard, None), "{err}");
-    // Reads work from any node.
+    // Reads work from any node, and see what the owner wrote since.
     assert_eq!(b.history(&id).unwrap().len(), 3);
+    append_n(&a, &id, 2);
+    assert_eq!(b.history(&id).unwrap().len(), 5);
+    assert_eq!(b.agent(&id).unwrap().unwrap().next_seq, 5);
 
     // Given back, the other node takes it with the next epoch and continues the history.
     assert!(a.cluster().unwrap().release(shard).unwrap());
@@ -113,7 +116,7 @@ fn a_node_writes_only_the_agents_of_shards_it_holds() {
     assert!(is_fenced(&err, shard, None), "{err}");
     assert_eq!(b.cluster().unwrap().acquire(shard, LONG).unwrap(), Some(2));
     let appended = b.append(&id, Message::user("b's turn"), NOW).unwrap();
-    assert_eq!(appended.seq, 3);
+    assert_eq!(appended.seq, 5);
     assert!(b.check_invariants(&id).unwrap().is_ok());
 
     let leases = b.cluster().unwrap().leases().unwrap();
@@ -364,4 +367,49 @@ fn heartbeats_list_the_nodes_and_bad_options_are_named() {
             .contains("is open in another process (or cluster nodes)"),
         "{err}"
     );
+}
+
+/// Any node enqueues input for an agent another node owns; the owner moves it into history once.
+#[test]
+fn the_inbox_delivers_each_input_once_through_the_owner() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b, id, shard, _) = a_owns_npc(&url, "inbox");
+    // b does not own npc, but may enqueue for it (an unknown agent is refused).
+    let k1 = b.enqueue(&id, b"first".to_vec(), NOW).unwrap();
+    let k2 = b.enqueue(&id, b"second".to_vec(), NOW).unwrap();
+    let err = b.enqueue(&agent("nobody"), b"x".to_vec(), NOW).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownAgent(_)), "{err}");
+    let items = a.inbox(100).unwrap();
+    assert_eq!(
+        items
+            .iter()
+            .map(|i| i.payload.as_slice())
+            .collect::<Vec<_>>(),
+        [b"first".as_slice(), b"second"]
+    );
+    assert_eq!(
+        (items[0].key.clone(), items[1].key.clone()),
+        (k1.clone(), k2.clone())
+    );
+    assert_eq!(items[0].agent, id);
+
+    // Only the owner delivers; once.
+    let err = b
+        .append_from_inbox(&id, &k1, Message::user("first"), NOW)
+        .unwrap_err();
+    assert!(is_fenced(&err, shard, None), "{err}");
+    let m = a
+        .append_from_inbox(&id, &k1, Message::user("first"), NOW)
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.seq, 0);
+    assert_eq!(
+        a.append_from_inbox(&id, &k1, Message::user("first"), NOW)
+            .unwrap(),
+        None
+    );
+    a.discard_from_inbox(&id, &k2).unwrap();
+    assert_eq!(a.inbox_len().unwrap(), 0);
+    assert_eq!(contents(&b, &id), ["first"]);
+    assert!(a.check_invariants(&id).unwrap().is_ok());
 }

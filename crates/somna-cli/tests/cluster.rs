@@ -1,0 +1,242 @@
+//! `somna run --cluster` end to end: two node processes on one Postgres schema split the shards,
+//! `somna cluster status` shows it, and when one node is SIGKILLed the survivor owns every shard
+//! within the lease TTL (plus one renewal round). Needs SOMNA_TEST_PG_URL (skips without).
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{command, text};
+
+const SHARDS: u64 = 16;
+const LEASE_TTL: Duration = Duration::from_secs(2);
+const RENEW_EVERY: Duration = Duration::from_millis(500);
+
+const AGENTS: [&str; 6] = ["innkeeper", "smith", "miller", "baker", "guard", "priest"];
+
+fn config(url: &str, schema: &str, nats: &str) -> String {
+    let mut c = format!(
+        "[store]\nbackend = \"postgres\"\nurl = \"{url}\"\nschema = \"{schema}\"\n\
+         [cluster]\nshards = {SHARDS}\nlease_ttl = \"2s\"\nrenew_every = \"500ms\"\n\
+         poll_every = \"1s\"\nnats_url = \"{nats}\"\n\
+         [defaults]\ntick_every = \"200ms\"\n"
+    );
+    for name in AGENTS {
+        c.push_str(&format!("[[agents]]\nid = \"{name}\"\n"));
+    }
+    c
+}
+
+/// A node process, killed when dropped.
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_node(dir: &Path, name: &str) -> Node {
+    let child = command(dir)
+        .args(["--set", &format!("cluster.node={name}")])
+        .args(["run", "--cluster", "--quiet", "--for", "120s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Node(child)
+}
+
+fn status(dir: &Path) -> Value {
+    let o = command(dir)
+        .args(["cluster", "status", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Shards held by each live node, by name.
+fn held(status: &Value) -> Vec<(String, u64)> {
+    status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["live"] == true)
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["shards"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Polls the status until `done` holds, up to `limit`; returns the status and the time it took.
+fn wait_for(dir: &Path, limit: Duration, done: impl Fn(&Value) -> bool) -> (Value, Duration) {
+    let started = Instant::now();
+    loop {
+        let s = status(dir);
+        if done(&s) {
+            return (s, started.elapsed());
+        }
+        assert!(
+            started.elapsed() < limit,
+            "waited {limit:?}; last status: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn two_nodes_split_the_shards_and_a_survivor_takes_over_a_killed_node() {
+    let Some(pg) = support::PgScratch::new("somna_cluster", |url, schema| config(url, schema, ""))
+    else {
+        return;
+    };
+    let dir = pg.dir();
+
+    let mut a = start_node(dir, "node-a");
+    let b = start_node(dir, "node-b");
+    let (s, _) = wait_for(dir, Duration::from_secs(60), |s| {
+        let h = held(s);
+        h.len() == 2 && h.iter().all(|(_, n)| *n > 0) && s["unowned_shards"] == 0
+    });
+    let split = held(&s);
+    assert_eq!(split.iter().map(|(_, n)| n).sum::<u64>(), SHARDS, "{s}");
+    println!("split: {split:?}");
+
+    // SIGKILL node-a: its leases run out and node-b takes every shard.
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    let (s, took) = wait_for(dir, Duration::from_secs(30), |s| {
+        held(s) == [("node-b".to_string(), SHARDS)] && s["unowned_shards"] == 0
+    });
+    println!(
+        "takeover of a killed node's shards: {took:?} (lease TTL {LEASE_TTL:?}, renewal every {RENEW_EVERY:?})"
+    );
+    // Every shard of node-a was taken over with a new epoch.
+    assert!(s["max_epoch"].as_u64().unwrap() >= 2, "{s}");
+    assert!(
+        took < LEASE_TTL + RENEW_EVERY * 2 + Duration::from_secs(3),
+        "takeover took {took:?}"
+    );
+
+    // Every agent of the config was hosted, so written by its shard's owner: once the nodes are
+    // gone, the records are there and their invariants hold.
+    drop(b);
+    let o = command(dir).args(["agents", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let agents: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(agents.as_array().unwrap().len(), 6, "{agents}");
+    let o = command(dir).args(["check"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Both nodes split the agents; every input sent through node-a's API — half of them for agents
+/// node-b hosts, which go through the inbox — reaches its agent's history exactly once and is
+/// answered. With `nats` a NATS server's URL the owner hears of it at once; with a URL where no
+/// NATS answers, its inbox poll (`poll_every` = 1 s) still delivers.
+fn inputs_reach_their_agents_through_any_node(nats: &str) -> Duration {
+    let prefix = format!("somna_route_{}", nats.len());
+    let Some(pg) = support::PgScratch::new(&prefix, |url, schema| config(url, schema, nats)) else {
+        return Duration::ZERO;
+    };
+    let dir = pg.dir();
+    let serve = |name: &str| {
+        let mut c = command(dir);
+        c.args(["--set", &format!("cluster.node={name}")]).args([
+            "run",
+            "--cluster",
+            "--serve",
+            "127.0.0.1:0",
+            "--quiet",
+            "--for",
+            "120s",
+        ]);
+        support::Served::start(c)
+    };
+    let (a, b) = (serve("node-a"), serve("node-b"));
+    wait_for(dir, Duration::from_secs(60), |s| {
+        let h = held(s);
+        h.len() == 2 && h.iter().all(|(_, n)| *n > 0) && s["unowned_shards"] == 0
+    });
+    let api = |node: &support::Served, args: &[&str]| -> Value {
+        let o = command(dir)
+            .args(["--server", &node.url, "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let sent = Instant::now();
+    for agent in AGENTS {
+        api(
+            &a,
+            &[
+                "send",
+                agent,
+                &format!("Good morning, {agent}!"),
+                "--from",
+                "Aldric",
+            ],
+        );
+    }
+    // Every agent's history — read through the other node — holds the input once, then a reply.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut pending: Vec<&str> = AGENTS.to_vec();
+    while !pending.is_empty() {
+        assert!(Instant::now() < deadline, "no answer from {pending:?}");
+        pending.retain(|agent| {
+            let history = api(&b, &["history", agent]);
+            // The server's page: `{"messages": [...], "next_from_seq": …}`.
+            let messages = history["messages"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{history}"));
+            let said = format!("Good morning, {agent}!");
+            let inputs = messages
+                .iter()
+                .filter(|m| m["content"] == said.as_str())
+                .count();
+            assert!(
+                inputs <= 1,
+                "{agent} got the input {inputs} times: {history}"
+            );
+            let answered = messages
+                .iter()
+                .skip_while(|m| m["content"] != said.as_str())
+                .any(|m| m["role"] == "assistant");
+            !(inputs == 1 && answered)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = sent.elapsed();
+    drop((a, b));
+    took
+}
+
+#[test]
+fn inputs_reach_agents_on_other_nodes_with_nats() {
+    let nats = std::env::var("SOMNA_TEST_NATS_URL").unwrap_or_default();
+    if nats.is_empty() {
+        somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
+        return;
+    }
+    let took = inputs_reach_their_agents_through_any_node(&nats);
+    println!("6 inputs through node-a, answered by their owners (NATS wake-ups): {took:?}");
+}
+
+#[test]
+fn inputs_reach_agents_on_other_nodes_when_nats_is_down() {
+    // Nothing listens on port 9 of loopback: the nodes run on inbox polls alone.
+    let took = inputs_reach_their_agents_through_any_node("nats://127.0.0.1:9");
+    println!("6 inputs through node-a, answered by their owners (polling only): {took:?}");
+}

@@ -1,0 +1,370 @@
+//! The runtime as one node of a cluster (`somna run --cluster`): a membership thread that, every
+//! `[cluster] renew_every`, heartbeats, renews this node's shard leases in one statement, works out
+//! by rendezvous hashing over the live nodes which shards it should own, gives back (after draining
+//! their agents) those it no longer wins, and acquires — at most `acquire_per_round` a round — those
+//! it wins, starting their agents. The store fences every write by the lease (somna-store's
+//! `cluster`), so a node that lost a lease cannot write even before this thread notices.
+//!
+//! Self-fencing: a node that could not renew for `lease_ttl − renew_every` (its leases may be about
+//! to expire, or a survivor may already hold them) stops all its agents and forgets its leases.
+//! On losing a shard by a renewal (it expired, e.g. after the process was stopped) its agents stop
+//! at once.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use somna_core::AgentId;
+use somna_core::config::{AgentConfig, ClusterSection};
+use somna_store::cluster::{shard_of, wanted_shards};
+
+use super::{Inner, Runtime};
+use crate::ops;
+
+/// Starts the membership and inbox threads of a runtime whose store is a cluster node. They hold
+/// the runtime weakly and end when it is dropped or `stop` is set.
+pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: &Arc<AtomicBool>) {
+    type Body = fn(&Weak<Inner>, &ClusterSection, &AtomicBool);
+    let threads: [(&str, Body); 2] = [
+        ("somna-cluster", membership_loop),
+        ("somna-inbox", inbox_loop),
+    ];
+    for (name, body) in threads {
+        let (weak, section, stop) = (
+            Arc::downgrade(&runtime.inner),
+            section.clone(),
+            Arc::clone(stop),
+        );
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(&weak, &section, &stop));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, thread = name, "cannot start a cluster thread");
+        }
+    }
+}
+
+fn membership_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
+    let mut last_renewed = Instant::now();
+    loop {
+        let started = Instant::now();
+        {
+            let Some(inner) = weak.upgrade() else { return };
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let runtime = Runtime { inner };
+            if let Err(e) = round(&runtime, section, &mut last_renewed) {
+                tracing::warn!(error = %e, "cluster round failed");
+            }
+        }
+        let spent = started.elapsed();
+        let mut left = section.renew_every.saturating_sub(spent);
+        // Sleep in short steps so a shutdown is noticed quickly.
+        while !left.is_zero() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let step = left.min(Duration::from_millis(50));
+            std::thread::sleep(step);
+            left = left.saturating_sub(step);
+        }
+    }
+}
+
+/// One round: heartbeat and renew, rebalance. `last_renewed` is when the last successful renewal
+/// started (the leases run from no earlier than that).
+fn round(
+    runtime: &Runtime,
+    section: &ClusterSection,
+    last_renewed: &mut Instant,
+) -> Result<(), somna_store::StoreError> {
+    let store = runtime.inner.store.clone();
+    let Some(view) = store.cluster() else {
+        return Ok(());
+    };
+    let (mut acquired, mut released) = (0usize, 0usize);
+    let before: BTreeSet<u32> = view.held().into_iter().map(|(s, _)| s).collect();
+    let attempt = Instant::now();
+    let renewed = view
+        .heartbeat()
+        .and_then(|()| view.renew(section.lease_ttl));
+    let held: BTreeSet<u32> = match renewed {
+        Ok(held) => {
+            *last_renewed = attempt;
+            held.into_iter().map(|(s, _)| s).collect()
+        }
+        Err(e) => {
+            let margin = section.lease_ttl.saturating_sub(section.renew_every);
+            if last_renewed.elapsed() >= margin {
+                tracing::error!(
+                    error = %e,
+                    "cannot renew shard leases for {:?}: stopping every agent of this node",
+                    last_renewed.elapsed()
+                );
+                for shard in &before {
+                    view.abandon(*shard);
+                }
+                unload_shards(runtime, &before, section.shards);
+            }
+            return Err(e);
+        }
+    };
+    let lost: BTreeSet<u32> = before.difference(&held).copied().collect();
+    if !lost.is_empty() {
+        tracing::warn!(shards = ?lost, "shard leases lost (expired before renewal): stopping their agents");
+        unload_shards(runtime, &lost, section.shards);
+    }
+
+    let live: Vec<String> = {
+        let mut names: Vec<String> = view
+            .nodes()?
+            .into_iter()
+            .filter(|n| n.heartbeat_age < section.lease_ttl)
+            .map(|n| n.node)
+            .collect();
+        if !names.iter().any(|n| n == view.node()) {
+            names.push(view.node().to_string());
+        }
+        names
+    };
+    let wanted: BTreeSet<u32> = wanted_shards(view.node(), &live, section.shards)
+        .into_iter()
+        .collect();
+
+    // Give back what another node wins now, after its agents have drained.
+    for &shard in held.difference(&wanted) {
+        unload_shards(runtime, &BTreeSet::from([shard]), section.shards);
+        if view.release(shard)? {
+            released += 1;
+        }
+    }
+
+    // Take what this node wins and nobody holds, a bounded number per round.
+    let missing: Vec<u32> = wanted.difference(&held).copied().collect();
+    let mut candidates: Option<HashMap<u32, Vec<AgentConfig>>> = None;
+    for shard in missing {
+        if acquired >= section.acquire_per_round as usize {
+            break;
+        }
+        if view.acquire(shard, section.lease_ttl)?.is_none() {
+            continue;
+        }
+        acquired += 1;
+        let by_shard = match &mut candidates {
+            Some(c) => c,
+            None => candidates.insert(agents_by_shard(runtime, section.shards)?),
+        };
+        for config in by_shard.remove(&shard).unwrap_or_default() {
+            let id = config.id.clone();
+            if let Err(e) = runtime.spawn(config) {
+                tracing::warn!(agent = %id, error = %e, "cannot start an agent of an acquired shard");
+            }
+        }
+    }
+    tracing::debug!(
+        held = view.held().len(),
+        acquired,
+        released,
+        lost = lost.len(),
+        nodes = live.len(),
+        "cluster round"
+    );
+    Ok(())
+}
+
+/// Every agent this node could host (runtime.toml's and the store's, not retired), by shard.
+fn agents_by_shard(
+    runtime: &Runtime,
+    shards: u32,
+) -> Result<HashMap<u32, Vec<AgentConfig>>, somna_store::StoreError> {
+    let config = &runtime.inner.config;
+    let mut by_shard: HashMap<u32, Vec<AgentConfig>> = HashMap::new();
+    let mut seen: BTreeSet<AgentId> = BTreeSet::new();
+    for c in &config.agents {
+        seen.insert(c.id.clone());
+        by_shard
+            .entry(shard_of(&c.id, shards))
+            .or_default()
+            .push(c.clone());
+    }
+    for record in runtime.inner.store.agents()? {
+        if record.retired || seen.contains(&record.id) {
+            continue;
+        }
+        by_shard
+            .entry(shard_of(&record.id, shards))
+            .or_default()
+            .push(ops::base_config(config, &record.id));
+    }
+    Ok(by_shard)
+}
+
+/// Stops (drains, then forgets) every hosted agent of `shards`.
+fn unload_shards(runtime: &Runtime, shards: &BTreeSet<u32>, count: u32) {
+    let ids: Vec<AgentId> = runtime
+        .agent_ids()
+        .into_iter()
+        .filter(|id| shards.contains(&shard_of(id, count)))
+        .collect();
+    if ids.is_empty() {
+        return;
+    }
+    let handle = runtime.inner.jobs.handle.clone();
+    handle.block_on(async {
+        for id in &ids {
+            runtime.unload(id).await;
+        }
+    });
+}
+
+/// The NATS subject of inbox wake-ups. One for every cluster on the NATS server: a wake-up only
+/// makes the nodes read their inbox sooner.
+const WAKE_SUBJECT: &str = "somna.inbox";
+
+/// The inbox thread: every `poll_every`, or at once on a NATS wake-up, it delivers the inputs
+/// other nodes enqueued for the agents this node hosts.
+fn inbox_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
+    let (wake_tx, wake_rx) = std::sync::mpsc::channel::<()>();
+    let mut subscribed = false;
+    let mut rounds: u64 = 0;
+    loop {
+        {
+            let Some(inner) = weak.upgrade() else { return };
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let runtime = Runtime { inner };
+            // (Re)connect to NATS now and then until it works; a subscription survives outages
+            // (the client reconnects by itself).
+            if !section.nats_url.is_empty() && !subscribed && rounds % 10 == 0 {
+                subscribed = subscribe(&runtime, section, wake_tx.clone());
+            }
+            rounds += 1;
+            if let Err(e) = deliver(&runtime) {
+                tracing::warn!(error = %e, "cannot read the cluster inbox");
+            }
+        }
+        // Wait for a wake-up or the poll interval, in short steps so a shutdown is noticed.
+        let deadline = Instant::now() + section.poll_every;
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match wake_rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(()) => {
+                    // Coalesce a burst of wake-ups into one pass.
+                    while wake_rx.try_recv().is_ok() {}
+                    break;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+        }
+    }
+}
+
+/// Connects to NATS (once) and forwards every wake-up on the store's subject to `wake`.
+fn subscribe(
+    runtime: &Runtime,
+    section: &ClusterSection,
+    wake: std::sync::mpsc::Sender<()>,
+) -> bool {
+    let handle = runtime.inner.jobs.handle.clone();
+    let url = section.nats_url.clone();
+    let connected = handle.block_on(async move {
+        let client = tokio::time::timeout(Duration::from_secs(5), async_nats::connect(url)).await;
+        match client {
+            Ok(Ok(client)) => Some(client),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot connect to NATS: inputs arrive by polling the inbox");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("connecting to NATS timed out: inputs arrive by polling the inbox");
+                None
+            }
+        }
+    });
+    let Some(client) = connected else {
+        return false;
+    };
+    let subscription = handle.block_on(client.subscribe(WAKE_SUBJECT));
+    let mut subscription = match subscription {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot subscribe to NATS inbox wake-ups");
+            return false;
+        }
+    };
+    let _ = runtime.inner.nats.set(client);
+    handle.spawn(async move {
+        use futures::StreamExt as _;
+        while subscription.next().await.is_some() {
+            if wake.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    true
+}
+
+/// Publishes a wake-up for the inbox (best effort: the owner's poll covers a lost one).
+pub(super) fn wake(runtime: &Runtime) {
+    let Some(client) = runtime.inner.nats.get().cloned() else {
+        return;
+    };
+    runtime.inner.jobs.handle.spawn(async move {
+        if let Err(e) = client.publish(WAKE_SUBJECT, Vec::<u8>::new().into()).await {
+            tracing::debug!(error = %e, "NATS wake-up not sent");
+        }
+    });
+}
+
+/// Delivers every waiting input whose agent this node hosts, in order, each exactly once.
+fn deliver(runtime: &Runtime) -> Result<usize, somna_store::StoreError> {
+    let items = runtime.inner.store.inbox(10_000)?;
+    let mut delivered = 0;
+    let handle = runtime.inner.jobs.handle.clone();
+    for item in items {
+        let Ok(addr) = runtime.addr(&item.agent) else {
+            continue;
+        };
+        let input: crate::Inbound = match serde_json::from_slice(&item.payload) {
+            Ok(input) => input,
+            Err(e) => {
+                tracing::error!(agent = %item.agent, error = %e, "an inbox entry does not parse: dropped");
+                runtime
+                    .inner
+                    .store
+                    .discard_from_inbox(&item.agent, &item.key)?;
+                continue;
+            }
+        };
+        let sent = handle.block_on(addr.send(super::actor::InboxInput {
+            key: item.key.clone(),
+            input,
+        }));
+        match sent {
+            Ok(Ok(())) => delivered += 1,
+            Ok(Err(crate::agent::InboundError::Store(e))) => {
+                // Fenced (the shard moved) or a storage failure: the entry stays for the owner.
+                tracing::debug!(agent = %item.agent, error = %e, "inbox delivery failed; will retry");
+            }
+            Ok(Err(refused)) => {
+                tracing::warn!(agent = %item.agent, error = %refused, "an inbox input was refused by its agent: dropped");
+                runtime
+                    .inner
+                    .store
+                    .discard_from_inbox(&item.agent, &item.key)?;
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(delivered)
+}
