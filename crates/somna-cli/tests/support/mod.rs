@@ -66,10 +66,15 @@ pub struct Served {
 impl Served {
     /// Spawns `command` (a `somna run --serve …`, stdout piped here, stderr dropped) and waits for
     /// the address it prints (30 s at most).
-    pub fn start(mut command: Command) -> Served {
+    pub fn start(command: Command) -> Served {
+        Self::start_with_stderr(command, Stdio::null())
+    }
+
+    /// [`Served::start`] with the child's stderr (its log) going to `stderr`.
+    pub fn start_with_stderr(mut command: Command, stderr: Stdio) -> Served {
         let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = Arc::new(Mutex::new(Vec::new()));

@@ -115,6 +115,9 @@ struct Shared {
     /// The session (outside the pool) holding the schema's advisory lock while the store is open
     /// (shared by the nodes of a cluster, whose write sets are fenced besides; see `cluster`).
     holder: Option<tokio_postgres::Client>,
+    /// A cluster node: its writes are fenced by shard leases, so losing the shared lock's session
+    /// (a cut connection) does not stop it writing (see `run_writes`).
+    fenced: bool,
     /// The schema, unquoted (validated: lowercase letters, digits, `_`).
     schema: String,
     /// `host:port/database` for messages (never the password).
@@ -348,6 +351,7 @@ impl PgDb {
             runtime: Some(runtime),
             pool,
             holder: None,
+            fenced: shared_schema,
             schema: schema.to_string(),
             target,
             tables: TABLES
@@ -1044,9 +1048,10 @@ impl Shared {
             return Ok(Ok(()));
         }
         // The schema's lock lives as long as its session: a store whose session is gone may no
-        // longer be the only writer, so it stops writing. (A cluster node holds it shared, and its
-        // write sets are fenced besides.)
-        if self.holder.as_ref().is_none_or(|h| h.is_closed()) {
+        // longer be the only writer, so it stops writing. A cluster node holds it shared, only to
+        // keep unfenced stores out; its own writes are each fenced by their shard's lease, so a
+        // cut session does not stop it (its pool reconnects).
+        if !self.fenced && self.holder.as_ref().is_none_or(|h| h.is_closed()) {
             return Err(StoreError::Storage(StorageError::new(
                 StorageErrorKind::Locked,
                 PgError {

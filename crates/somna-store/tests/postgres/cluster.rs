@@ -413,3 +413,70 @@ fn the_inbox_delivers_each_input_once_through_the_owner() {
     assert_eq!(contents(&b, &id), ["first"]);
     assert!(a.check_invariants(&id).unwrap().is_ok());
 }
+
+/// Ends every session of the nodes on `schema` (as an operator's `pg_terminate_backend`, or a
+/// server restart, would); returns how many.
+fn terminate_node_sessions(url: &str, schema: &str) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let pids: Vec<i32> = client
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2)",
+                &[
+                    &format!("somna-node:{schema}"),
+                    &format!("somna-lock:{schema}"),
+                ],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for pid in &pids {
+            client
+                .execute("SELECT pg_terminate_backend($1)", &[pid])
+                .await
+                .unwrap();
+        }
+        pids.len()
+    })
+}
+
+/// A node whose database sessions are all terminated (its lock session included) reconnects and
+/// keeps writing the shards it holds: its writes are fenced by the leases, not by that session.
+#[test]
+fn a_node_keeps_writing_after_its_sessions_are_terminated() {
+    let Some(url) = pg_url() else { return };
+    let (guard, a, _b, id, shard, e) = a_owns_npc(&url, "cut");
+    append_n(&a, &id, 2);
+    let ended = terminate_node_sessions(&url, &guard.schema);
+    assert!(ended >= 2, "ended {ended} sessions");
+    // A pooled connection that was cut fails the statement it was given; the next one reconnects.
+    let mut appended = None;
+    for _ in 0..20 {
+        match a.append(&id, Message::user("after the cut"), NOW) {
+            Ok(m) => {
+                appended = Some(m);
+                break;
+            }
+            Err(StoreError::Storage(_)) => std::thread::sleep(Duration::from_millis(50)),
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(appended.expect("the node never wrote again").seq, 2);
+    let renewed = (0..20)
+        .find_map(|_| match a.cluster().unwrap().renew(LONG) {
+            Ok(held) => Some(held),
+            Err(_) => None,
+        })
+        .unwrap();
+    assert_eq!(renewed, vec![(shard, e)]);
+    assert!(a.check_invariants(&id).unwrap().is_ok());
+}
