@@ -124,6 +124,7 @@ the sled database at {} is one process's)",
             ClusterOptions {
                 node,
                 shards: section.shards,
+                statement_timeout: section.lease_ttl / 3,
             },
         )
         .map_err(|e| self.open_error(e))

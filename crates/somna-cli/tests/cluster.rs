@@ -86,7 +86,15 @@ fn held(status: &Value) -> Vec<(String, u64)> {
 
 /// A node serving the API on a free loopback port, its log (at `warn`) going to `stderr`.
 fn serve_node(dir: &Path, name: &str, stderr: Stdio) -> support::Served {
+    serve_node_with(dir, name, stderr, &[])
+}
+
+/// [`serve_node`] with more `--set KEY=VALUE` overrides.
+fn serve_node_with(dir: &Path, name: &str, stderr: Stdio, sets: &[String]) -> support::Served {
     let mut c = command(dir);
+    for set in sets {
+        c.args(["--set", set]);
+    }
     c.env("SOMNA_LOG", "warn")
         .args(["--set", &format!("cluster.node={name}")])
         .args([
@@ -407,4 +415,103 @@ fn a_killed_node_under_steady_input_loses_and_duplicates_nothing() {
 #[test]
 fn a_stopped_node_resumed_past_its_lease_stands_down() {
     a_node_lost_under_load("stop");
+}
+
+/// A TCP proxy on loopback to `upstream` that can turn into a black hole: while `cut` is set it
+/// keeps every connection open but forwards nothing either way (a network partition, not a reset).
+struct Proxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    fn start(upstream: String) -> Proxy {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let cut = flag.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            if cut.load(Ordering::SeqCst) {
+                                continue; // swallowed
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Proxy { port, cut }
+    }
+}
+
+/// A node whose database stops answering (a partition through a black-holing proxy, its
+/// connections left open) fences itself within its lease — its statements time out, it stops its
+/// agents — and the other node takes its shards over.
+#[test]
+fn a_node_cut_off_from_the_database_fences_itself_and_is_taken_over() {
+    let Some(pg) =
+        support::PgScratch::new("somna_partition", |url, schema| config(url, schema, ""))
+    else {
+        return;
+    };
+    let dir = pg.dir();
+    // postgres://user@host:port/db → the proxy in place of host:port.
+    let (head, rest) = pg.url.split_once('@').unwrap();
+    let (upstream, db) = rest.split_once('/').unwrap();
+    let proxy = Proxy::start(upstream.to_string());
+    let via_proxy = format!("store.url={head}@127.0.0.1:{}/{db}", proxy.port);
+    let log_a = dir.join("node-a.log");
+    let a = serve_node_with(
+        dir,
+        "node-a",
+        Stdio::from(std::fs::File::create(&log_a).unwrap()),
+        &[via_proxy],
+    );
+    let b = serve_node(dir, "node-b", Stdio::null());
+    wait_for_split(dir);
+    let cut_at = Instant::now();
+    proxy.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_, took) = wait_for(dir, Duration::from_secs(30), |s| {
+        held(s) == [("node-b".to_string(), SHARDS)]
+    });
+    println!("partition: node-b holds every shard {took:?} after node-a was cut off");
+    // node-a notices on its own clock that it cannot renew, and stops its agents.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = std::fs::read_to_string(&log_a).unwrap();
+        if log.contains("stopping every agent of this node") {
+            println!(
+                "partition: node-a fenced itself {:?} after the cut",
+                cut_at.elapsed()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node-a never fenced itself:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop((a, b));
 }

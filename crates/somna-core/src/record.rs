@@ -50,6 +50,10 @@ pub struct AgentRecord {
     /// somna-store; empty for an agent whose compactions all predate layout 2.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub covers: Vec<Cover>,
+    /// The durable sleep schedule: when the next sleep is due (runtime clock), advanced by each
+    /// sleep and read when the agent is loaded; `None` until one is scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_sleep_at: Option<Timestamp>,
 }
 
 /// A live summary and the run of seqs it covers (see [`AgentRecord::covers`]).
@@ -89,6 +93,7 @@ impl AgentRecord {
             archive_len: 0,
             retired: false,
             covers: Vec::new(),
+            next_sleep_at: None,
         }
     }
 }
@@ -145,6 +150,32 @@ pub struct CompactionRecord {
 }
 
 impl CompactionRecord {
+    /// A record of a compaction at `at` covering `covers` (its summary at the first seq),
+    /// replacing `compacted` messages; no preserved tail, token counts or synthesis entry (set
+    /// them with struct update syntax).
+    pub fn new(
+        at: Timestamp,
+        trigger: Trigger,
+        method: CompactionMethod,
+        covers: (Seq, Seq),
+        compacted: u32,
+        generation: u32,
+    ) -> Self {
+        CompactionRecord {
+            at,
+            trigger,
+            method,
+            summary_seq: covers.0,
+            covers,
+            compacted,
+            preserved: 0,
+            tokens_before: 0,
+            tokens_after: 0,
+            synthesis_entry: None,
+            generation,
+        }
+    }
+
     /// Percentage of tokens saved, 0–100.
     pub fn reduction_pct(&self) -> f64 {
         reduction_pct(self.tokens_before, self.tokens_after)

@@ -94,17 +94,15 @@ fn assemble(c: &mut Criterion) {
         covered,
         journal: Vec::new(),
         record: somna_core::CompactionRecord {
-            at: Timestamp(0),
-            trigger: somna_core::Trigger::Manual,
-            method: somna_core::CompactionMethod::Llm,
-            summary_seq: from,
-            covers: (from, through),
-            compacted: 99_980,
             preserved: 20,
-            tokens_before: 0,
-            tokens_after: 0,
-            synthesis_entry: None,
-            generation: 1,
+            ..somna_core::CompactionRecord::new(
+                Timestamp(0),
+                somna_core::Trigger::Manual,
+                somna_core::CompactionMethod::Llm,
+                (from, through),
+                99_980,
+                1,
+            )
         },
         summary,
     };

@@ -228,6 +228,12 @@ impl Runtime {
             Agent::load(config, self.deps()).map_err(|e| RuntimeError::Load(id.clone(), e))?;
         let tick = self.inner.clock.to_real(agent.config().tick_every);
         let timing = sleep_timing(&self.inner.clock, agent.config());
+        // The durable schedule: the first sleep when the record says (at once when overdue).
+        let now = self.inner.clock.now();
+        let first_in = agent.next_sleep_at().map(|at| {
+            let due = Duration::from_millis(at.0.saturating_sub(now.0));
+            self.inner.clock.to_real(due)
+        });
         // Spread first ticks over one period so thousands of agents don't tick in lockstep.
         let n = self.inner.next_arbiter.fetch_add(1, Ordering::Relaxed);
         let offset = tick.mul_f64(((n as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
@@ -237,18 +243,19 @@ impl Runtime {
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
             AgentActor::new(agent, tick, offset, stats, jobs)
         });
-        self.register_sleeps(&id, &addr, timing);
+        self.register_sleeps(&id, &addr, timing, first_in);
         self.write_agents().insert(id, addr);
         Ok(())
     }
 
     /// Puts the agent in the scheduler's plan (again, after a change of its sleep settings: its
-    /// next sleep is one new period from now).
+    /// next sleep is one new period from now), its first sleep `first_in` from now when given.
     fn register_sleeps(
         &self,
         id: &AgentId,
         addr: &Addr<AgentActor>,
         (every, jitter): (Duration, Duration),
+        first_in: Option<Duration>,
     ) {
         if let Some(s) = &self.inner.scheduler {
             s.do_send(scheduler::Register {
@@ -256,6 +263,7 @@ impl Runtime {
                 sleeper: addr.clone().recipient(),
                 every,
                 jitter,
+                first_in,
             });
         }
     }
@@ -478,7 +486,7 @@ impl Runtime {
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
             .map_err(|e| RuntimeError::Configure(id.clone(), e))?;
         if retimed {
-            self.register_sleeps(id, &addr, sleep_timing(&self.inner.clock, &config));
+            self.register_sleeps(id, &addr, sleep_timing(&self.inner.clock, &config), None);
         }
         Ok(config)
     }

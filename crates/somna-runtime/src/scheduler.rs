@@ -57,6 +57,14 @@ impl SleepPlan {
         );
     }
 
+    /// Moves a registered agent's next sleep to `at` (its durable schedule; a past `at` is due at
+    /// the next look, once).
+    pub fn due_at(&mut self, id: &AgentId, at: Instant) {
+        if let Some(s) = self.slots.get_mut(id) {
+            s.next_at = at;
+        }
+    }
+
     /// Removes an agent.
     pub fn unregister(&mut self, id: &AgentId) {
         if let Some(slot) = self.slots.remove(id) {
@@ -139,6 +147,9 @@ pub struct Register {
     pub every: Duration,
     /// Real jitter bound.
     pub jitter: Duration,
+    /// Real time until the first sleep (the agent's durable schedule; zero when overdue);
+    /// `None`: one period (with jitter) from now.
+    pub first_in: Option<Duration>,
 }
 
 /// Remove an agent from the schedule.
@@ -212,8 +223,12 @@ impl Actor for Scheduler {
 impl Handler<Register> for Scheduler {
     type Result = ();
     fn handle(&mut self, msg: Register, ctx: &mut Context<Self>) {
+        let now = Instant::now();
         self.plan
-            .register(msg.id.clone(), msg.every, msg.jitter, Instant::now());
+            .register(msg.id.clone(), msg.every, msg.jitter, now);
+        if let Some(first_in) = msg.first_in {
+            self.plan.due_at(&msg.id, now + first_in);
+        }
         self.sleepers.insert(msg.id, msg.sleeper);
         self.repoll(ctx);
     }

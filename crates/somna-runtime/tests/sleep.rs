@@ -198,3 +198,69 @@ async fn max_concurrent_sleeps_caps_scheduled_sleeps() {
         assert!(store.unconsolidated(&id(name), 1).unwrap().is_empty());
     }
 }
+
+/// The sleep schedule outlives the process: a runtime that loads an agent whose recorded next
+/// sleep is overdue runs that sleep at once — once — and records the next one a period later; an
+/// agent whose next sleep is an hour away does not sleep now.
+#[actix::test]
+async fn an_overdue_recorded_sleep_runs_once_at_load_and_the_next_is_recorded() {
+    let store = Store::temporary().unwrap();
+    let clock = somna_runtime::Clock::real();
+    let now = clock.now();
+    let (overdue, later) = (id("smith"), id("miller"));
+    for a in [&overdue, &later] {
+        store.create_agent(a, now).unwrap();
+    }
+    store
+        .set_next_sleep(&overdue, now.saturating_sub(Duration::from_secs(600)))
+        .unwrap();
+    store
+        .set_next_sleep(&later, now.saturating_add(Duration::from_secs(3600)))
+        .unwrap();
+    let cfg = runtime_config(
+        Extra {
+            runtime: "",
+            defaults: "sleep_every = \"1h\"",
+            memory: "",
+        },
+        &[("smith", 100_000, ""), ("miller", 100_000, "")],
+    );
+    let mut events = {
+        let rt = Runtime::start(
+            cfg,
+            store.clone(),
+            std::sync::Arc::new(somna_llm::BuiltinClient::new()),
+            options(true),
+        )
+        .unwrap();
+        let events = rt.subscribe();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        rt.shutdown(Duration::from_secs(5)).await.unwrap();
+        events
+    };
+    let mut slept = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let somna_runtime::Event::SleepCompleted { agent } = e.event {
+            slept.push(agent);
+        }
+    }
+    assert_eq!(
+        slept,
+        [overdue.clone()],
+        "only the overdue agent slept, once"
+    );
+    let next = store
+        .agent(&overdue)
+        .unwrap()
+        .unwrap()
+        .next_sleep_at
+        .unwrap();
+    assert!(
+        next >= now.saturating_add(Duration::from_secs(3590)),
+        "next sleep recorded a period later: {next:?} vs {now:?}"
+    );
+    assert_eq!(
+        store.agent(&later).unwrap().unwrap().next_sleep_at,
+        Some(now.saturating_add(Duration::from_secs(3600)))
+    );
+}

@@ -176,17 +176,15 @@ fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
             through,
         )],
         record: CompactionRecord {
-            at: NOW,
-            trigger: Trigger::Sleep,
-            method: CompactionMethod::Llm,
-            summary_seq: from,
-            covers: (from, through),
-            compacted: covered.len() as u32,
             preserved: 20,
-            tokens_before: 0,
-            tokens_after: 0,
-            synthesis_entry: None,
-            generation: 1,
+            ..CompactionRecord::new(
+                NOW,
+                Trigger::Sleep,
+                CompactionMethod::Llm,
+                (from, through),
+                covered.len() as u32,
+                1,
+            )
         },
         summary,
     }

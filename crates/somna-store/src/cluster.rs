@@ -33,6 +33,10 @@ pub struct ClusterOptions {
     /// The number of shards agents hash to; fixed for the life of the cluster (every node must
     /// use the same number).
     pub shards: u32,
+    /// How long a cluster statement (heartbeat, renewal, acquisition, …) may wait for the
+    /// database before it fails; keep it well under the lease TTL (the runtime uses a third), so
+    /// a node cut off from the database notices in time that it cannot renew.
+    pub statement_timeout: Duration,
 }
 
 /// This node's part of a cluster: its name, the shard count and the leases it holds.
@@ -347,7 +351,14 @@ impl Store {
                 reason: format!("shards must be 1 to 1048576, not {}", cluster.shards),
             });
         }
+        if cluster.statement_timeout.is_zero() {
+            return Err(StoreError::Invalid {
+                what: "cluster options",
+                reason: "statement_timeout must be above zero".to_string(),
+            });
+        }
         let db = PgDb::open(url, &options.schema, options.pool_size, false, true)?;
+        db.set_cluster_timeout(cluster.statement_timeout);
         let membership = Membership {
             node: cluster.node,
             shards: cluster.shards,

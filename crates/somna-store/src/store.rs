@@ -499,6 +499,11 @@ impl Store {
         self.update_record(id, |r| r.retired = true)
     }
 
+    /// Records when the agent's next sleep is due (its durable sleep schedule).
+    pub fn set_next_sleep(&self, id: &AgentId, at: Timestamp) -> Result<AgentRecord> {
+        self.update_record(id, |r| r.next_sleep_at = Some(at))
+    }
+
     /// The tokens of the agent's live history: an O(1) read of the in-memory counter (the first call
     /// for an agent loads its record).
     pub fn usage_tokens(&self, id: &AgentId) -> Result<u64> {

@@ -97,6 +97,8 @@ pub struct Agent {
     chat_usage: ChatUsage,
     /// Ticks handled (for stats).
     pub ticks: u64,
+    /// When the next sleep was due as of loading (the record's durable schedule).
+    next_sleep_at: Option<Timestamp>,
 }
 
 impl Agent {
@@ -120,7 +122,19 @@ impl Agent {
         } else {
             AgentState::WaitingForTools
         };
+        // The durable sleep schedule: a cluster node records the first due time at once, so the
+        // node that takes over the agent's shard keeps it.
+        let next_sleep_at = match record.next_sleep_at {
+            Some(at) => Some(at),
+            None if deps.store.cluster().is_some() => {
+                let at = now.saturating_add(config.sleep_every);
+                deps.store.set_next_sleep(&base.id, at)?;
+                Some(at)
+            }
+            None => None,
+        };
         Ok(Agent {
+            next_sleep_at,
             id: base.id.clone(),
             persona_tokens: u64::from(counter.count_text(&config.persona)),
             base,
@@ -147,6 +161,12 @@ impl Agent {
     /// The agent's id.
     pub fn id(&self) -> &AgentId {
         &self.id
+    }
+
+    /// When the agent's next sleep was due when it was loaded (`None`: never scheduled; the
+    /// scheduler then starts a period from now).
+    pub fn next_sleep_at(&self) -> Option<Timestamp> {
+        self.next_sleep_at
     }
 
     /// The config it runs with.

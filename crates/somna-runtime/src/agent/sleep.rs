@@ -45,6 +45,13 @@ impl JobContext {
                 reason.clone(),
             )));
         }
+        // The next sleep's due time outlives this process (and, in a cluster, this node). Written
+        // after the sleep's work: a crash in between runs the sleep again (consolidation and a
+        // compaction at the threshold are safe to repeat), never skips it.
+        let next = self.now().saturating_add(self.config.sleep_every);
+        if let Err(e) = self.deps.store.set_next_sleep(&self.id, next) {
+            tracing::warn!(agent = %self.id, error = %e, "cannot record the next sleep's time");
+        }
         self.emit(Event::SleepCompleted {
             agent: self.id.clone(),
         });

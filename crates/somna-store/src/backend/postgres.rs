@@ -115,6 +115,8 @@ struct Shared {
     /// The session (outside the pool) holding the schema's advisory lock while the store is open
     /// (shared by the nodes of a cluster, whose write sets are fenced besides; see `cluster`).
     holder: Option<tokio_postgres::Client>,
+    /// The time limit of a cluster statement, in ms (see `cluster`).
+    cluster_timeout_ms: AtomicU64,
     /// A cluster node: its writes are fenced by shard leases, so losing the shared lock's session
     /// (a cut connection) does not stop it writing (see `run_writes`).
     fenced: bool,
@@ -352,6 +354,7 @@ impl PgDb {
             pool,
             holder: None,
             fenced: shared_schema,
+            cluster_timeout_ms: AtomicU64::new(5_000),
             schema: schema.to_string(),
             target,
             tables: TABLES

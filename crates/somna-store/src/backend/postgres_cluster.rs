@@ -5,6 +5,9 @@
 //! Times are the database server's (`now()`), never a node's clock: a lease is expired when the
 //! server says so, whichever node asks.
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use super::{PgDb, Result, db_err, quote};
 
 /// What a fenced write set proves inside its transaction: `node` holds `shard`'s lease at `epoch`,
@@ -66,6 +69,12 @@ fn secs(ttl: std::time::Duration) -> f64 {
 }
 
 impl PgDb {
+    /// How long a cluster statement (heartbeat, renewal, acquisition…) may take before it fails.
+    pub(crate) fn set_cluster_timeout(&self, limit: Duration) {
+        let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.shared.cluster_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
     fn table_name(&self, table: &str) -> String {
         format!("{}.{}", quote(&self.shared.schema), table)
     }
@@ -77,17 +86,30 @@ impl PgDb {
         params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
     ) -> Result<Vec<tokio_postgres::Row>> {
         let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
+        let limit = Duration::from_millis(self.shared.cluster_timeout_ms.load(Ordering::Relaxed));
         self.shared.run(async move {
-            let client = super::connect(&pool, &target).await?;
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
-                .collect();
-            let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
-            client
-                .query(&statement, &refs)
-                .await
-                .map_err(db_err(&target))
+            // A database that stops answering (a partition) must not hold the membership round:
+            // the node has to notice in time that it can no longer renew.
+            let work = async {
+                let client = super::connect(&pool, &target).await?;
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+                    .iter()
+                    .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
+                client
+                    .query(&statement, &refs)
+                    .await
+                    .map_err(db_err(&target))
+            };
+            tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+                Err(super::pg_error(
+                    format!(
+                        "Postgres at {target} did not answer a cluster statement within {limit:?}"
+                    ),
+                    None,
+                ))
+            })
         })
     }
 

@@ -275,19 +275,14 @@ mod tests {
         CompactionCommit {
             covered: covered.to_vec(),
             journal: vec![JournalEntry::synthesis(at, summary.content.clone(), 0, 0)],
-            record: CompactionRecord {
+            record: CompactionRecord::new(
                 at,
-                trigger: Trigger::Sleep,
-                method: CompactionMethod::Llm,
-                summary_seq: 0,
-                covers: (0, 0),
-                compacted: covered.len() as u32,
-                preserved: 0,
-                tokens_before: 0,
-                tokens_after: 0,
-                synthesis_entry: None,
+                Trigger::Sleep,
+                CompactionMethod::Llm,
+                (0, 0),
+                covered.len() as u32,
                 generation,
-            },
+            ),
             summary,
         }
     }

@@ -201,17 +201,17 @@ pub fn commit_for(covered: &[Message], text: &str, at: Timestamp) -> CompactionC
             meta.covers_through_seq,
         )],
         record: CompactionRecord {
-            at,
-            trigger: Trigger::Manual,
-            method: CompactionMethod::Extractive,
             summary_seq: 0,
-            covers: (meta.covers_from_seq, meta.covers_through_seq),
-            compacted: covered.len() as u32,
-            preserved: 0,
             tokens_before: before,
             tokens_after: u64::from(summary.tokens),
-            synthesis_entry: None,
-            generation: meta.generation,
+            ..CompactionRecord::new(
+                at,
+                Trigger::Manual,
+                CompactionMethod::Extractive,
+                (meta.covers_from_seq, meta.covers_through_seq),
+                covered.len() as u32,
+                meta.generation,
+            )
         },
         summary,
     }

@@ -43,6 +43,7 @@ fn two_nodes(url: &str, what: &str) -> (DropSchemaAfter, Store, Store) {
             ClusterOptions {
                 node: name.to_string(),
                 shards: SHARDS,
+                statement_timeout: Duration::from_secs(5),
             },
         )
         .unwrap()
@@ -342,6 +343,7 @@ fn heartbeats_list_the_nodes_and_bad_options_are_named() {
             ClusterOptions {
                 node: node.to_string(),
                 shards,
+                statement_timeout: Duration::from_secs(5),
             },
         )
         .unwrap_err()
