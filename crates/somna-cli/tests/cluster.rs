@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -36,27 +36,6 @@ fn config_with(url: &str, schema: &str, nats: &str, defaults: &str) -> String {
         c.push_str(&format!("[[agents]]\nid = \"{name}\"\n"));
     }
     c
-}
-
-/// A node process, killed when dropped.
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_node(dir: &Path, name: &str) -> Node {
-    let child = command(dir)
-        .args(["--set", &format!("cluster.node={name}")])
-        .args(["run", "--cluster", "--quiet", "--for", "120s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Node(child)
 }
 
 fn status(dir: &Path) -> Value {
@@ -142,16 +121,16 @@ fn two_nodes_split_the_shards_and_a_survivor_takes_over_a_killed_node() {
     };
     let dir = pg.dir();
 
-    let mut a = start_node(dir, "node-a");
-    let b = start_node(dir, "node-b");
+    let mut a = serve_node(dir, "node-a", Stdio::null());
+    let b = serve_node(dir, "node-b", Stdio::null());
     let s = wait_for_split(dir);
     let split = held(&s);
     assert_eq!(split.iter().map(|(_, n)| n).sum::<u64>(), SHARDS, "{s}");
     println!("split: {split:?}");
 
     // SIGKILL node-a: its leases run out and node-b takes every shard.
-    a.0.kill().unwrap();
-    a.0.wait().unwrap();
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
     let (s, took) = wait_for(dir, Duration::from_secs(30), |s| {
         held(s) == [("node-b".to_string(), SHARDS)] && s["unowned_shards"] == 0
     });
@@ -200,6 +179,9 @@ fn inputs_reach_their_agents_through_any_node(nats: &str) -> Duration {
         assert!(o.status.success(), "{args:?}: {}", text(&o));
         serde_json::from_slice(&o.stdout).unwrap()
     };
+    // node-a's live event stream, read while the inputs are answered.
+    let stream = sse_lines(a.addr(), Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
     for agent in AGENTS {
         api(
@@ -242,8 +224,73 @@ fn inputs_reach_their_agents_through_any_node(nats: &str) -> Duration {
         std::thread::sleep(Duration::from_millis(100));
     }
     let took = sent.elapsed();
+    // With NATS, node-a's stream carries every agent's reply, node-b's agents' included.
+    let replied: std::collections::BTreeSet<String> = stream
+        .join()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|e| e["type"] == "agent_replied")
+        .map(|e| e["agent"].as_str().unwrap_or("").to_string())
+        .collect();
+    // The agents node-b hosts answer `status` there (a node answers it for its own agents).
+    let hosted_by_b: Vec<&str> = AGENTS
+        .iter()
+        .copied()
+        .filter(|agent| {
+            command(dir)
+                .args(["--server", &b.url, "status", agent])
+                .output()
+                .unwrap()
+                .status
+                .success()
+        })
+        .collect();
+    let missed: Vec<&str> = AGENTS
+        .iter()
+        .copied()
+        .filter(|agent| !replied.contains(*agent))
+        .collect();
+    if std::env::var("SOMNA_TEST_NATS_URL").is_ok_and(|u| u == nats) {
+        assert!(
+            missed.is_empty(),
+            "node-a's SSE stream missed the replies of {missed:?} (saw {replied:?}; node-b hosts {hosted_by_b:?})"
+        );
+        println!("node-a's stream had the replies of node-b's agents {hosted_by_b:?} too");
+    }
     drop((a, b));
     took
+}
+
+/// The `data:` lines of `GET /v1/events` on `addr`, read for `for_`.
+fn sse_lines(addr: &str, for_: Duration) -> std::thread::JoinHandle<Vec<String>> {
+    use std::io::{Read, Write};
+    let addr = addr.to_string();
+    std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(
+            format!("GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let deadline = Instant::now() + for_;
+        let mut text = Vec::new();
+        let mut buf = [0u8; 8192];
+        while Instant::now() < deadline {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+        }
+        String::from_utf8_lossy(&text)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    })
 }
 
 #[test]

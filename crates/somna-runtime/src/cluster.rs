@@ -223,6 +223,18 @@ fn unload_shards(runtime: &Runtime, shards: &BTreeSet<u32>, count: u32) {
 /// makes the nodes read their inbox sooner.
 const WAKE_SUBJECT: &str = "somna.inbox";
 
+/// The NATS subject of the nodes' live events (each node publishes its own and relays the others'
+/// to its subscribers: an SSE client on any node sees every agent's events).
+const EVENTS_SUBJECT: &str = "somna.events";
+
+/// An event on [`EVENTS_SUBJECT`]: which node emitted it, and the event.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct NodeEvent {
+    node: String,
+    #[serde(flatten)]
+    stamped: crate::events::Stamped,
+}
+
 /// The inbox thread: every `poll_every`, or at once on a NATS wake-up, it delivers the inputs
 /// other nodes enqueued for the agents this node hosts.
 fn inbox_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
@@ -302,7 +314,14 @@ fn subscribe(
             return false;
         }
     };
-    let _ = runtime.inner.nats.set(client);
+    let events = match handle.block_on(client.subscribe(EVENTS_SUBJECT)) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot subscribe to the cluster's events on NATS");
+            None
+        }
+    };
+    let _ = runtime.inner.nats.set(client.clone());
     handle.spawn(async move {
         use futures::StreamExt as _;
         while subscription.next().await.is_some() {
@@ -311,7 +330,58 @@ fn subscribe(
             }
         }
     });
+    fan_out_events(runtime, &handle, &client, events);
     true
+}
+
+/// Publishes this node's events to the others and relays theirs to this node's subscribers.
+fn fan_out_events(
+    runtime: &Runtime,
+    handle: &tokio::runtime::Handle,
+    client: &async_nats::Client,
+    incoming: Option<async_nats::Subscriber>,
+) {
+    let Some(node) = runtime.inner.store.cluster().map(|v| v.node().to_string()) else {
+        return;
+    };
+    let mut local = runtime.inner.events.subscribe_local();
+    let (publisher, me) = (client.clone(), node.clone());
+    handle.spawn(async move {
+        loop {
+            let stamped = match local.recv().await {
+                Ok(stamped) => stamped,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "events not published to the cluster (lagging)");
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            let event = NodeEvent {
+                node: me.clone(),
+                stamped,
+            };
+            let Ok(payload) = serde_json::to_vec(&event) else {
+                continue;
+            };
+            if let Err(e) = publisher.publish(EVENTS_SUBJECT, payload.into()).await {
+                tracing::debug!(error = %e, "an event was not published to the cluster");
+            }
+        }
+    });
+    let Some(mut incoming) = incoming else {
+        return;
+    };
+    let bus = runtime.inner.events.clone();
+    handle.spawn(async move {
+        use futures::StreamExt as _;
+        while let Some(message) = incoming.next().await {
+            match serde_json::from_slice::<NodeEvent>(&message.payload) {
+                Ok(event) if event.node != node => bus.relay(event.stamped),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "an event from NATS does not parse"),
+            }
+        }
+    });
 }
 
 /// Publishes a wake-up for the inbox (best effort: the owner's poll covers a lost one).

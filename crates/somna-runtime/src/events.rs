@@ -3,7 +3,7 @@
 //! Every event goes to `tracing` and to a broadcast channel; compaction records also go to the
 //! store's `events` tree (written by the store in the commit transaction).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use somna_core::record::Trigger;
 use somna_core::{AgentId, Timestamp};
 use tokio::sync::broadcast;
@@ -12,7 +12,7 @@ use crate::agent::ChatUsage;
 use crate::compactor::CompactionReport;
 
 /// One thing that happened in the runtime.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     CompactionStarted {
@@ -173,7 +173,7 @@ impl Event {
 }
 
 /// An event with the time it happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stamped {
     pub at: Timestamp,
     #[serde(flatten)]
@@ -183,14 +183,28 @@ pub struct Stamped {
 /// Publishes events to tracing and to every subscriber. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct EventBus {
+    /// Every event a subscriber sees: this runtime's and, in a cluster, the other nodes'.
     tx: broadcast::Sender<Stamped>,
+    /// This runtime's own events only (what a cluster node publishes to the others).
+    local: broadcast::Sender<Stamped>,
 }
 
 impl EventBus {
     /// A bus whose subscribers may lag by up to `capacity` events before they miss some.
     pub fn new(capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(capacity.max(16));
-        EventBus { tx }
+        let (local, _) = broadcast::channel(capacity.max(16));
+        EventBus { tx, local }
+    }
+
+    /// A subscriber to this runtime's own events (not those relayed from other nodes).
+    pub fn subscribe_local(&self) -> broadcast::Receiver<Stamped> {
+        self.local.subscribe()
+    }
+
+    /// Delivers an event another node of the cluster emitted to this runtime's subscribers.
+    pub fn relay(&self, stamped: Stamped) {
+        let _ = self.tx.send(stamped);
     }
 
     /// A new subscriber that sees every event from now on.
@@ -215,7 +229,9 @@ impl EventBus {
             }
             _ => tracing::info!(agent = %event.agent(), kind = event.kind(), "event"),
         }
-        let _ = self.tx.send(Stamped { at, event });
+        let stamped = Stamped { at, event };
+        let _ = self.local.send(stamped.clone());
+        let _ = self.tx.send(stamped);
     }
 }
 

@@ -2,7 +2,7 @@
 //! values), the report of a committed compaction, and the one error the engine cannot turn into
 //! an outcome.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use somna_core::compaction::SkipReason;
 use somna_core::config::AgentConfig;
 use somna_core::record::{CompactionMethod, Trigger, reduction_pct};
@@ -37,7 +37,7 @@ pub enum CompactionOutcome {
 }
 
 /// What a committed compaction did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompactionReport {
     pub trigger: Trigger,
     pub method: CompactionMethod,
