@@ -296,8 +296,8 @@ impl Out {
             );
         }
         println!(
-            "unowned shards: {} of {} · highest epoch {}",
-            status.unowned_shards, status.shards, status.max_epoch
+            "unowned shards: {} of {} · highest epoch {} · inbox depth {}",
+            status.unowned_shards, status.shards, status.max_epoch, status.inbox_depth
         );
     }
 

@@ -256,6 +256,8 @@ pub struct ClusterStatus {
     pub unowned_shards: u32,
     /// The highest epoch of any shard (how many takeovers the busiest shard has seen, plus one).
     pub max_epoch: u64,
+    /// Inputs accepted by one node and not yet delivered by their agent's owner.
+    pub inbox_depth: usize,
 }
 
 /// One node in `somna cluster status`.
@@ -312,5 +314,6 @@ pub fn cluster_status(at: &StoreAt, section: &ClusterSection) -> Result<ClusterS
             .shards
             .saturating_sub(u32::try_from(owned).unwrap_or(u32::MAX)),
         max_epoch: leases.iter().map(|l| l.epoch).max().unwrap_or(0),
+        inbox_depth: store.inbox_len()?,
     })
 }

@@ -137,8 +137,9 @@ fn two_nodes_split_the_shards_and_a_survivor_takes_over_a_killed_node() {
     println!(
         "takeover of a killed node's shards: {took:?} (lease TTL {LEASE_TTL:?}, renewal every {RENEW_EVERY:?})"
     );
-    // Every shard of node-a was taken over with a new epoch.
+    // Every shard of node-a was taken over with a new epoch; nothing waits in the inbox.
     assert!(s["max_epoch"].as_u64().unwrap() >= 2, "{s}");
+    assert_eq!(s["inbox_depth"], 0, "{s}");
     assert!(
         took < LEASE_TTL + RENEW_EVERY * 2 + Duration::from_secs(3),
         "takeover took {took:?}"
@@ -155,112 +156,119 @@ fn two_nodes_split_the_shards_and_a_survivor_takes_over_a_killed_node() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
-/// Both nodes split the agents; every input sent through node-a's API — half of them for agents
-/// node-b hosts, which go through the inbox — reaches its agent's history exactly once and is
-/// answered. With `nats` a NATS server's URL the owner hears of it at once; with a URL where no
-/// NATS answers, its inbox poll (`poll_every` = 1 s) still delivers.
-fn inputs_reach_their_agents_through_any_node(nats: &str) -> Duration {
-    let prefix = format!("somna_route_{}", nats.len());
-    let Some(pg) = support::PgScratch::new(&prefix, |url, schema| config(url, schema, nats)) else {
-        return Duration::ZERO;
-    };
-    let dir = pg.dir();
-    let (a, b) = (
-        serve_node(dir, "node-a", Stdio::null()),
-        serve_node(dir, "node-b", Stdio::null()),
-    );
-    wait_for_split(dir);
-    let api = |node: &support::Served, args: &[&str]| -> Value {
-        let o = command(dir)
+/// Two nodes serving their APIs on one fresh schema, with `nats` as their NATS URL.
+struct TwoNodes {
+    pg: support::PgScratch,
+    a: support::Served,
+    b: support::Served,
+}
+
+fn two_served_nodes(prefix: &str, nats: &str) -> Option<TwoNodes> {
+    let pg = support::PgScratch::new(prefix, |url, schema| config(url, schema, nats))?;
+    let a = serve_node(pg.dir(), "node-a", Stdio::null());
+    let b = serve_node(pg.dir(), "node-b", Stdio::null());
+    wait_for_split(pg.dir());
+    Some(TwoNodes { pg, a, b })
+}
+
+impl TwoNodes {
+    fn api(&self, node: &support::Served, args: &[&str]) -> Value {
+        let o = command(self.pg.dir())
             .args(["--server", &node.url, "--json"])
             .args(args)
             .output()
             .unwrap();
         assert!(o.status.success(), "{args:?}: {}", text(&o));
         serde_json::from_slice(&o.stdout).unwrap()
-    };
-    // node-a's live event stream, read while the inputs are answered.
-    let stream = sse_lines(a.addr(), Duration::from_secs(8));
-    std::thread::sleep(Duration::from_millis(300));
-    let sent = Instant::now();
-    for agent in AGENTS {
-        api(
-            &a,
-            &[
-                "send",
-                agent,
-                &format!("Good morning, {agent}!"),
-                "--from",
-                "Aldric",
-            ],
-        );
     }
-    // Every agent's history — read through the other node — holds the input once, then a reply.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut pending: Vec<&str> = AGENTS.to_vec();
-    while !pending.is_empty() {
-        assert!(Instant::now() < deadline, "no answer from {pending:?}");
-        pending.retain(|agent| {
-            let history = api(&b, &["history", agent]);
-            // The server's page: `{"messages": [...], "next_from_seq": …}`.
-            let messages = history["messages"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{history}"));
-            let said = format!("Good morning, {agent}!");
-            let inputs = messages
-                .iter()
-                .filter(|m| m["content"] == said.as_str())
-                .count();
+
+    /// Round `n`: one input to every agent through node-a (half of them, about, hosted by
+    /// node-b: through the inbox); waits until each is in its agent's history once — read through
+    /// node-b — and answered. Returns the time that took and the agents whose replies node-a's
+    /// live event stream carried meanwhile.
+    fn round(&self, n: u32) -> (Duration, std::collections::BTreeSet<String>) {
+        let stream = sse_lines(self.a.addr(), Duration::from_secs(8));
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = Instant::now();
+        let said = |agent: &str| format!("Good morning #{n}, {agent}!");
+        for agent in AGENTS {
+            let line = said(agent);
+            self.api(&self.a, &["send", agent, &line, "--from", "Aldric"]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut pending: Vec<&str> = AGENTS.to_vec();
+        while !pending.is_empty() {
             assert!(
-                inputs <= 1,
-                "{agent} got the input {inputs} times: {history}"
+                Instant::now() < deadline,
+                "round {n}: no answer from {pending:?}"
             );
-            let answered = messages
-                .iter()
-                .skip_while(|m| m["content"] != said.as_str())
-                .any(|m| m["role"] == "assistant");
-            !(inputs == 1 && answered)
-        });
-        std::thread::sleep(Duration::from_millis(100));
+            pending.retain(|agent| {
+                // The server's page: `{"messages": [...], "next_from_seq": …}`.
+                let history = self.api(&self.b, &["history", agent]);
+                let messages = history["messages"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{history}"));
+                let line = said(agent);
+                let inputs = messages
+                    .iter()
+                    .filter(|m| m["content"] == line.as_str())
+                    .count();
+                assert!(
+                    inputs <= 1,
+                    "{agent} got the input {inputs} times: {history}"
+                );
+                let answered = messages
+                    .iter()
+                    .skip_while(|m| m["content"] != line.as_str())
+                    .any(|m| m["role"] == "assistant");
+                !(inputs == 1 && answered)
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let took = sent.elapsed();
+        let replied = stream
+            .join()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter(|e| e["type"] == "agent_replied")
+            .map(|e| e["agent"].as_str().unwrap_or("").to_string())
+            .collect();
+        (took, replied)
     }
-    let took = sent.elapsed();
-    // With NATS, node-a's stream carries every agent's reply, node-b's agents' included.
-    let replied: std::collections::BTreeSet<String> = stream
-        .join()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter(|e| e["type"] == "agent_replied")
-        .map(|e| e["agent"].as_str().unwrap_or("").to_string())
-        .collect();
-    // The agents node-b hosts answer `status` there (a node answers it for its own agents).
-    let hosted_by_b: Vec<&str> = AGENTS
-        .iter()
-        .copied()
-        .filter(|agent| {
-            command(dir)
-                .args(["--server", &b.url, "status", agent])
-                .output()
-                .unwrap()
-                .status
-                .success()
-        })
-        .collect();
+
+    /// The agents node-b hosts (a node answers `status` for its own agents only).
+    fn hosted_by_b(&self) -> Vec<&'static str> {
+        AGENTS
+            .iter()
+            .copied()
+            .filter(|agent| {
+                command(self.pg.dir())
+                    .args(["--server", &self.b.url, "status", agent])
+                    .output()
+                    .unwrap()
+                    .status
+                    .success()
+            })
+            .collect()
+    }
+}
+
+/// Asserts node-a's stream carried every agent's reply, node-b's agents' included (relayed over
+/// NATS).
+fn assert_every_reply_seen(nodes: &TwoNodes, replied: &std::collections::BTreeSet<String>) {
     let missed: Vec<&str> = AGENTS
         .iter()
         .copied()
         .filter(|agent| !replied.contains(*agent))
         .collect();
-    if std::env::var("SOMNA_TEST_NATS_URL").is_ok_and(|u| u == nats) {
-        assert!(
-            missed.is_empty(),
-            "node-a's SSE stream missed the replies of {missed:?} (saw {replied:?}; node-b hosts {hosted_by_b:?})"
-        );
-        println!("node-a's stream had the replies of node-b's agents {hosted_by_b:?} too");
-    }
-    drop((a, b));
-    took
+    let hosted_by_b = nodes.hosted_by_b();
+    assert!(
+        missed.is_empty(),
+        "node-a's SSE stream missed the replies of {missed:?} (saw {replied:?}; node-b hosts {hosted_by_b:?})"
+    );
+    println!("node-a's stream had the replies of node-b's agents {hosted_by_b:?} too");
 }
 
 /// The `data:` lines of `GET /v1/events` on `addr`, read for `for_`.
@@ -300,14 +308,21 @@ fn inputs_reach_agents_on_other_nodes_with_nats() {
         somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
         return;
     }
-    let took = inputs_reach_their_agents_through_any_node(&nats);
+    let Some(nodes) = two_served_nodes("somna_route_nats", &nats) else {
+        return;
+    };
+    let (took, replied) = nodes.round(1);
     println!("6 inputs through node-a, answered by their owners (NATS wake-ups): {took:?}");
+    assert_every_reply_seen(&nodes, &replied);
 }
 
 #[test]
 fn inputs_reach_agents_on_other_nodes_when_nats_is_down() {
     // Nothing listens on port 9 of loopback: the nodes run on inbox polls alone.
-    let took = inputs_reach_their_agents_through_any_node("nats://127.0.0.1:9");
+    let Some(nodes) = two_served_nodes("somna_route_down", "nats://127.0.0.1:9") else {
+        return;
+    };
+    let (took, _) = nodes.round(1);
     println!("6 inputs through node-a, answered by their owners (polling only): {took:?}");
 }
 
@@ -561,4 +576,92 @@ fn a_node_cut_off_from_the_database_fences_itself_and_is_taken_over() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop((a, b));
+}
+
+/// A NATS server of the test's own on a free loopback port (Debian's `nats-server`).
+struct OwnNats {
+    port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl OwnNats {
+    fn binary() -> Option<&'static str> {
+        ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+    }
+
+    fn start(port: u16) -> OwnNats {
+        let child = std::process::Command::new(Self::binary().unwrap())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        OwnNats {
+            port,
+            child: Some(child),
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnNats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// NATS stopped under a running cluster: inputs still arrive (the inbox poll); restarted: the
+/// nodes reconnect, and live events fan out again.
+#[test]
+fn nats_stopped_and_restarted_inputs_arrive_and_events_resume() {
+    if OwnNats::binary().is_none() {
+        somna_testkit::skip("nats-server is not installed (Debian: apt-get install nats-server)");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut nats = OwnNats::start(port);
+    let url = format!("nats://127.0.0.1:{}", nats.port);
+    let Some(nodes) = two_served_nodes("somna_nats_restart", &url) else {
+        return;
+    };
+    let (took, replied) = nodes.round(1);
+    println!("NATS up: answered in {took:?}");
+    assert_every_reply_seen(&nodes, &replied);
+
+    nats.stop();
+    let (took, _) = nodes.round(2);
+    println!("NATS stopped: answered in {took:?} (inbox poll)");
+
+    let nats = OwnNats::start(port);
+    // The clients reconnect with a backoff of their own.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for n in 3.. {
+        let (took, replied) = nodes.round(n);
+        if AGENTS.iter().all(|a| replied.contains(*a)) {
+            println!("NATS restarted: answered in {took:?}, events fanned out again");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "events never resumed after NATS came back (saw {replied:?})"
+        );
+    }
+    drop((nodes, nats));
 }
