@@ -133,9 +133,11 @@ fn round(
         .into_iter()
         .collect();
 
-    // Give back what another node wins now, after its agents have drained.
-    for &shard in held.difference(&wanted) {
-        unload_shards(runtime, &BTreeSet::from([shard]), section.shards);
+    // Give back what another node wins now, after its agents have drained (one pass over the
+    // hosted agents for all of them).
+    let unwanted: BTreeSet<u32> = held.difference(&wanted).copied().collect();
+    unload_shards(runtime, &unwanted, section.shards);
+    for &shard in &unwanted {
         if view.release(shard)? {
             released += 1;
         }

@@ -230,7 +230,10 @@ impl EventBus {
             _ => tracing::info!(agent = %event.agent(), kind = event.kind(), "event"),
         }
         let stamped = Stamped { at, event };
-        let _ = self.local.send(stamped.clone());
+        // Only a cluster node publishing to NATS listens to its own events apart.
+        if self.local.receiver_count() > 0 {
+            let _ = self.local.send(stamped.clone());
+        }
         let _ = self.tx.send(stamped);
     }
 }

@@ -329,12 +329,7 @@ impl Runtime {
 
     /// Puts input for an agent hosted by another node of the cluster into the inbox.
     fn enqueue(&self, id: &AgentId, input: &Inbound) -> Result<()> {
-        let empty = match input {
-            Inbound::User { content, .. }
-            | Inbound::Observation { content }
-            | Inbound::ToolResult { content, .. } => content.trim().is_empty(),
-        };
-        if empty {
+        if input.is_blank() {
             return Err(RuntimeError::Input(id.clone(), InboundError::Empty));
         }
         let payload = serde_json::to_vec(input).map_err(|e| {

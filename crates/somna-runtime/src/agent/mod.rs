@@ -224,12 +224,12 @@ impl Agent {
     }
 
     fn inbound_via(&mut self, input: Inbound, inbox: Option<&[u8]>) -> Result<(), InboundError> {
+        if input.is_blank() {
+            return Err(InboundError::Empty);
+        }
         let now = self.deps.clock.now();
         match input {
             Inbound::User { content, name } => {
-                if content.trim().is_empty() {
-                    return Err(InboundError::Empty);
-                }
                 let mut m = Message::user(content).at(now);
                 m.name = name;
                 let m = self.admit(m)?;
@@ -238,9 +238,6 @@ impl Agent {
                 }
             }
             Inbound::Observation { content } => {
-                if content.trim().is_empty() {
-                    return Err(InboundError::Empty);
-                }
                 let m = self.admit(
                     Message::user(format!("[observation] {content}"))
                         .with_name("world")

@@ -23,6 +23,19 @@ pub enum Inbound {
     ToolResult { call_id: String, content: String },
 }
 
+impl Inbound {
+    /// Spoken or observed text that is empty (refused with [`InboundError::Empty`]); a tool
+    /// result may be empty.
+    pub fn is_blank(&self) -> bool {
+        match self {
+            Inbound::User { content, .. } | Inbound::Observation { content } => {
+                content.trim().is_empty()
+            }
+            Inbound::ToolResult { .. } => false,
+        }
+    }
+}
+
 /// Why input was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum InboundError {
