@@ -7,7 +7,11 @@
 //! 3. two more nodes join: the time until the shards are spread over three, then inputs/s the
 //!    three accept together (the clients spread over the three APIs);
 //! 4. one node is SIGKILLed: the time until the two survivors hold every shard;
-//! 5. each node's tick lateness p50/p99 (its `/metrics`) at the end of each phase.
+//! 5. each node's tick lateness p50/p99 (its `/metrics`) at the end of each phase;
+//! 6. no double ownership: from the join to the end, every 200 ms, the agents the nodes host
+//!    summed over the nodes (never more than there are agents), and 500 agents' event logs read
+//!    back (each sampled agent is put to sleep once on node-1 and once on its final node, so the
+//!    moved ones have events from two nodes): writer epochs never go back, one node per epoch.
 //!
 //! Knobs: SOMNA_CLUSTER_AGENTS (10,000), SOMNA_CLUSTER_SECS (seconds of input per phase, 10),
 //! SOMNA_CLUSTER_CLIENTS (32), SOMNA_BENCH_NATS_URL (NATS for wake-ups; none by default).
@@ -153,6 +157,93 @@ fn lateness(rt: &tokio::runtime::Runtime, node: &Node) -> (f64, f64) {
     (quantile("0.5"), quantile("0.99"))
 }
 
+/// A node's `somna_agents` gauge (agents it hosts), `None` when it does not answer.
+fn hosted(node_url: &str) -> Option<u64> {
+    let text = reqwest::blocking::Client::new()
+        .get(format!("{node_url}/metrics"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .ok()?
+        .text()
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("somna_agents "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+/// Samples, every 200 ms until stopped, the sum over `urls` of the agents each node hosts; returns
+/// the largest sum seen. More than the number of agents would mean an agent ran on two nodes.
+fn sample_ownership(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut most = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let sum: u64 = urls.iter().filter_map(|u| hosted(u)).sum();
+            most = most.max(sum);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        most
+    })
+}
+
+/// Puts `sample` agents (spread over all) to sleep through the node that runs each (the status's
+/// `host`, asked of `nodes[0]`), so that their logs get an event from their current node.
+/// Returns how many slept.
+fn sleep_sample(nodes: &[&Node], agents: u64, sample: u64) -> u64 {
+    let client = reqwest::blocking::Client::new();
+    let step = (agents / sample).max(1);
+    let mut slept = 0;
+    for i in (0..agents).step_by(step as usize) {
+        let path = format!("/v1/agents/npc{i:05}");
+        let Ok(status) = client.get(format!("{}{path}", nodes[0].url)).send() else {
+            continue;
+        };
+        let status: Value = status.json().unwrap_or_default();
+        let Some(host) = nodes.iter().find(|n| status["host"] == n.name.as_str()) else {
+            continue;
+        };
+        let answer = client
+            .post(format!("{}{path}/sleep", host.url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send();
+        slept += u64::from(answer.is_ok_and(|a| a.status().is_success()));
+    }
+    slept
+}
+
+/// Reads the event logs of `sample` agents through `node`: every event names its writer, epochs
+/// never go back, one epoch is one node. Returns (agents read, events checked, agents whose log
+/// names more than one node).
+fn check_logs(node: &Node, agents: u64, sample: u64) -> (u64, u64, u64) {
+    let client = reqwest::blocking::Client::new();
+    let (mut events, mut moved) = (0, 0);
+    let step = (agents / sample).max(1);
+    let mut read = 0;
+    for i in (0..agents).step_by(step as usize) {
+        let url = format!("{}/v1/agents/npc{i:05}/events?limit=1000", node.url);
+        let page: Value = client.get(url).send().unwrap().json().unwrap();
+        let mut last: Option<(u64, String)> = None;
+        let mut nodes = std::collections::BTreeSet::new();
+        for e in page["events"].as_array().unwrap().iter().rev() {
+            let by = &e["by"];
+            let (node, epoch) = (by["node"].as_str().unwrap(), by["epoch"].as_u64().unwrap());
+            if let Some((le, ln)) = &last {
+                assert!(
+                    epoch > *le || (epoch == *le && node == ln),
+                    "npc{i:05}: {node} wrote at epoch {epoch} after {ln} at {le}"
+                );
+            }
+            nodes.insert(node.to_string());
+            last = Some((epoch, node.to_string()));
+            events += 1;
+        }
+        moved += u64::from(nodes.len() > 1);
+        read += 1;
+    }
+    (read, events, moved)
+}
+
 /// Closed-loop clients posting inputs to `nodes` for `secs`; accepted inputs per second.
 fn inputs_per_second(
     rt: &tokio::runtime::Runtime,
@@ -254,8 +345,16 @@ fn main() {
         format!("{p50:.2} / {p99:.2} ms"),
     ));
 
+    let slept = sleep_sample(&[&n1], agents, 500);
+
+    // From here on, sample how many agents the nodes host at once (all three URLs are fixed).
     let n2 = start(dir, "node-2");
     let n3 = start(dir, "node-3");
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let sampler = sample_ownership(
+        vec![n1.url.clone(), n2.url.clone(), n3.url.clone()],
+        stop_sampling.clone(),
+    );
     let took = until(dir, Duration::from_secs(600), |s| spread_over(s, 3));
     let s = status(dir);
     rows.push((
@@ -290,6 +389,28 @@ fn main() {
             format!("{p50:.2} / {p99:.2} ms"),
         ));
     }
+    stop_sampling.store(true, Ordering::SeqCst);
+    let most = sampler.join().unwrap();
+    rows.push((
+        "most agents hosted at once, summed over the nodes (join, spread, kill, takeover)".into(),
+        format!("{most} (of {agents}: more would be an agent on two nodes)"),
+    ));
+    assert!(most <= agents, "{most} agents hosted at once, of {agents}");
+    // The same sample sleeps again on the nodes that run it now: the agents that moved have
+    // events from two nodes, in lease order.
+    let slept_again = sleep_sample(&[&n2, &n3], agents, 500);
+    let (read, events, moved) = check_logs(&n2, agents, 500);
+    rows.push((
+        "event logs read back: writer epochs never go back, one node per epoch".into(),
+        format!(
+            "{read} agents ({slept} + {slept_again} sleeps asked), {events} events, \
+             {moved} logs written by two nodes"
+        ),
+    ));
+    assert!(
+        moved > 0,
+        "no sampled agent's log has events from two nodes"
+    );
     drop((n2, n3));
 
     println!("| phase | measured |");

@@ -76,6 +76,9 @@ impl Out {
     pub fn status_text(&self, s: &AgentStatus) {
         println!("agent        {}", s.id);
         println!("state        {}", s.state.as_str());
+        if let Some(host) = &s.host {
+            println!("host         {host}");
+        }
         println!(
             "usage        {:.1}% ({} of {} tokens; sleep at {:.0}%, emergency at {:.0}%)",
             s.usage * 100.0,
@@ -706,6 +709,27 @@ fn event_text(e: &EventRecord) -> String {
             trigger, reason, ..
         } => format!("compaction failed ({trigger}): {reason}"),
         EventRecord::Note { text, .. } => format!("note: {text}"),
+        EventRecord::Sleep {
+            due,
+            next,
+            entries,
+            facts,
+            reflections,
+            failures,
+            ..
+        } => {
+            let mut line = format!(
+                "sleep: {entries} journal entries consolidated into {facts} facts, \
+                 {reflections} reflections; next due {next}"
+            );
+            if let Some(due) = due {
+                line.push_str(&format!(" (was due {due})"));
+            }
+            if !failures.is_empty() {
+                line.push_str(&format!("; failed: {}", failures.join("; ")));
+            }
+            line
+        }
         EventRecord::EmergencyFallback {
             reason,
             steps,
@@ -764,21 +788,4 @@ pub struct AgentSummaryView {
     pub last_compaction: Option<Timestamp>,
     pub needs_reply: bool,
     pub pending_tools: usize,
-}
-
-/// The name of a state as the API spells it.
-trait StateName {
-    fn as_str(&self) -> &'static str;
-}
-
-impl StateName for AgentState {
-    fn as_str(&self) -> &'static str {
-        match self {
-            AgentState::Idle => "idle",
-            AgentState::Stepping => "stepping",
-            AgentState::Compacting => "compacting",
-            AgentState::Sleeping => "sleeping",
-            AgentState::WaitingForTools => "waiting_for_tools",
-        }
-    }
 }

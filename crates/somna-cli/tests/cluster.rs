@@ -368,7 +368,10 @@ fn a_node_lost_under_load(signal: &str) {
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let agent = AGENTS[i % AGENTS.len()];
-                let line = format!("Line {i} for {agent}: have you seen the wolves?");
+                let line = format!(
+                    "Line {i} for {agent}: have you seen the wolves? They came down from the \
+                     northern ridge last night and took two sheep from the miller's fold."
+                );
                 let o = command(&dir)
                     .args(["--server", &url, "send", agent, &line, "--from", "Aldric"])
                     .output()
@@ -383,6 +386,28 @@ fn a_node_lost_under_load(signal: &str) {
         })
     };
     std::thread::sleep(Duration::from_secs(3));
+    // Any node answers for any agent: node-b reads the status of node-a's agents.
+    let on_a: Vec<&str> = AGENTS
+        .into_iter()
+        .filter(|agent| {
+            let o = api(&b, &["status", agent]);
+            assert!(o.status.success(), "{}", text(&o));
+            let status: Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert!(status["host"].is_string(), "{status}");
+            status["host"] == "node-a"
+        })
+        .collect();
+    println!("{signal}: node-a runs {on_a:?}");
+    // Commands go to the node that runs the agent; another names it.
+    if let Some(agent) = on_a.first() {
+        let o = api(&b, &["compact", agent, "--force"]);
+        assert!(!o.status.success());
+        let said = text(&o);
+        assert!(
+            said.contains("not_hosted") && said.contains("node-a"),
+            "{said}"
+        );
+    }
     let pid = a.child.id().to_string();
     let kill = |sig: &str| {
         assert!(
@@ -459,6 +484,28 @@ fn a_node_lost_under_load(signal: &str) {
             "node-a did not stand down after SIGCONT:\n{log}"
         );
     }
+    // The events log says who ran each agent: never two nodes at once, and the sleep schedule
+    // handed over from node-a to node-b without a due time skipped or served twice.
+    for agent in AGENTS {
+        let o = api(&b, &["events", agent, "--limit", "1000"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let page: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut events = page["events"].as_array().unwrap().clone();
+        events.reverse();
+        assert_one_runner_at_a_time(agent, &events);
+        let sleeps_by_b = assert_sleeps_chain(agent, &events);
+        if on_a.contains(&agent) {
+            assert!(sleeps_by_b > 0, "node-b never ran {agent}'s overdue sleep");
+        }
+        // node-b runs it now, and says so (a resumed node-a rejoins and may win shards back).
+        let o = api(&b, &["status", agent]);
+        let status: Value = serde_json::from_slice(&o.stdout).unwrap();
+        if signal == "kill" {
+            assert_eq!(status["host"], "node-b", "{status}");
+        } else {
+            assert!(status["host"].is_string(), "{status}");
+        }
+    }
     drop((a, b));
     // The nodes are gone: every agent's invariants hold, and the agents did compact meanwhile.
     let o = command(dir).args(["check"]).output().unwrap();
@@ -467,6 +514,54 @@ fn a_node_lost_under_load(signal: &str) {
     let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
     println!("{signal}: {stats}");
     assert!(stats["compactions"].as_u64().unwrap() > 0, "{stats}");
+}
+
+/// Along an agent's event log (oldest first) every event names its writer, the lease epoch never
+/// goes back, and one epoch is one node: no node wrote for the agent after another took it over.
+fn assert_one_runner_at_a_time(agent: &str, events: &[Value]) {
+    let mut last: Option<(u64, String)> = None;
+    for e in events {
+        let by = &e["by"];
+        let (Some(node), Some(epoch)) = (by["node"].as_str(), by["epoch"].as_u64()) else {
+            panic!("{agent}: an event without its writer: {e}");
+        };
+        if let Some((last_epoch, last_node)) = &last {
+            assert!(
+                epoch > *last_epoch || (epoch == *last_epoch && node == last_node),
+                "{agent}: {node} wrote at epoch {epoch} after {last_node} at epoch {last_epoch}: {e}"
+            );
+        }
+        last = Some((epoch, node.to_string()));
+    }
+}
+
+/// The agent's sleeps form one chain: each served the due time the one before it recorded (none
+/// skipped, none served twice), and ran once it was due. Returns how many node-b ran.
+fn assert_sleeps_chain(agent: &str, events: &[Value]) -> usize {
+    let sleeps: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"]["type"] == "sleep")
+        .collect();
+    for pair in sleeps.windows(2) {
+        let (before, after) = (&pair[0]["event"], &pair[1]["event"]);
+        assert_eq!(
+            after["due"], before["next"],
+            "{agent}: a sleep's due time is not the one the sleep before it recorded:\n{before}\n{after}"
+        );
+    }
+    for s in &sleeps {
+        let due = s["event"]["due"]
+            .as_u64()
+            .expect("a scheduled sleep has its due time");
+        assert!(
+            s["event"]["at"].as_u64().unwrap() >= due,
+            "{agent}: ran before due: {s}"
+        );
+    }
+    sleeps
+        .iter()
+        .filter(|s| s["by"]["node"] == "node-b")
+        .count()
 }
 
 #[test]

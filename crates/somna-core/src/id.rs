@@ -17,6 +17,28 @@ pub const MAX_AGENT_ID_LEN: usize = 64;
 #[serde(try_from = "String", into = "String")]
 pub struct AgentId(String);
 
+/// The schema of an id as the API's OpenAPI document shows it: a string of 1 to 64 characters from
+/// `[A-Za-z0-9_.-]` (the pattern cannot say "not `.` or `..`", so the description does).
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for AgentId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "An agent's id: 1 to 64 characters from `[A-Za-z0-9_.-]`, other than `.` and `..`.",
+            ))
+            .pattern(Some("^[A-Za-z0-9_.-]{1,64}$"))
+            .min_length(Some(1))
+            .max_length(Some(MAX_AGENT_ID_LEN))
+            .examples(["smith"])
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for AgentId {}
+
 /// Why a string is not a valid [`AgentId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AgentIdError {

@@ -15,6 +15,7 @@ crate::str_enum! {
     /// Where a journal entry came from. Its name (`as_str`) is the one used in config, the CLI,
     /// the API and the `journal_by_source` index.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
     #[serde(rename_all = "snake_case")]
     pub enum SourceType as "source type" {
         /// Something the agent saw or was told (host events, user input worth keeping).
@@ -41,6 +42,7 @@ pub const SYNTHESIS_TAGS: [&str; 2] = ["compaction", "synthesis"];
 
 /// One journal entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JournalEntry {
     /// Assigned by the store at append time.
     pub id: EntryId,
@@ -48,6 +50,7 @@ pub struct JournalEntry {
     pub content: String,
     pub source_type: SourceType,
     /// 1 (trivial) to 10 (life-changing); consolidation keeps entries at or above `min_importance`.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10))]
     pub importance: u8,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -141,6 +144,7 @@ impl JournalQuery {
 
 /// A durable fact distilled from journal entries during sleep.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fact {
     /// Assigned by the store.
     pub id: FactId,

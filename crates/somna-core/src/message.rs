@@ -11,6 +11,7 @@ crate::str_enum! {
     /// Who wrote a message, as in the OpenAI chat format; its name is the wire name (`system`,
     /// `user`, `assistant`, `tool`), and `developer` reads as `system`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
     #[serde(rename_all = "snake_case")]
     pub enum Role as "role" {
         System = "system" | "developer",
@@ -22,6 +23,7 @@ crate::str_enum! {
 
 /// One function call requested by an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     /// The id that the matching tool result names in its `tool_call_id`.
     pub id: String,
@@ -33,6 +35,7 @@ pub struct ToolCall {
 
 /// What kind of entry a history message is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum MessageKind {
     /// An original message as it was appended.
@@ -49,6 +52,7 @@ pub enum MessageKind {
 
 /// Metadata of a summary message: what it covers and what it saved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SummaryMeta {
     /// The first original seq the summary covers (its own seq).
     pub covers_from_seq: Seq,
@@ -119,6 +123,7 @@ macro_rules! chat_constructors {
 
 /// One message of an agent's history or archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Message {
     /// Position in the agent's history; summaries take the seq of the first message they cover.
     pub seq: Seq,

@@ -101,6 +101,7 @@ impl AgentRecord {
 crate::str_enum! {
     /// What started a compaction; its name is the one used in logs, metrics and the API.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
     #[serde(rename_all = "snake_case")]
     pub enum Trigger as "trigger" {
         /// During a Sleep, after consolidation, at the sleep threshold.
@@ -114,6 +115,7 @@ crate::str_enum! {
 
 /// How a compaction produced its summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionMethod {
     /// The configured LLM summarized the body.
@@ -128,6 +130,7 @@ pub enum CompactionMethod {
 
 /// The log line of one committed compaction, stored in the `events` tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionRecord {
     pub at: Timestamp,
     pub trigger: Trigger,
@@ -198,6 +201,7 @@ pub fn reduction_pct(before: u64, after: u64) -> f64 {
 /// worth keeping (replies, tool calls, sleep phases). What is kept is an `EventRecord`; where it
 /// sits in the log is a [`LoggedEvent`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventRecord {
     /// A compaction committed.
@@ -224,6 +228,24 @@ pub enum EventRecord {
     },
     /// Anything else worth keeping (warnings, consolidation summaries).
     Note { at: Timestamp, text: String },
+    /// A sleep ended (consolidation, reflection, compaction at the sleep threshold, each logged
+    /// on its own as well). Logged in the same transaction that advances the durable schedule
+    /// (`AgentRecord::next_sleep_at`), so each due time is served by exactly one logged sleep.
+    Sleep {
+        at: Timestamp,
+        /// The due time this sleep served: the schedule's `next_sleep_at` when it began.
+        #[serde(default)]
+        due: Option<Timestamp>,
+        /// The next due time it recorded.
+        next: Timestamp,
+        /// Journal entries consolidated, facts written, reflections written.
+        entries: u32,
+        facts: u32,
+        reflections: u32,
+        /// What failed (left for the next sleep), one line each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failures: Vec<String>,
+    },
     /// An emergency compaction could not use the LLM's summary and fell back to deterministic
     /// reduction (masking, the builtin extractive summary, the archive marker). Each committed
     /// step is also logged on its own (`Masking`, `Compaction`); this says why and where it ended.
@@ -246,11 +268,37 @@ pub enum EventRecord {
 /// An [`EventRecord`] as read back from the log, with its per-agent sequence number (its key in the
 /// `events` tree, not part of the stored value). The HTTP API's `events` listing carries these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoggedEvent {
     /// The event's seq (the order events were logged in).
     pub seq: u64,
     /// The event itself.
     pub event: EventRecord,
+    /// The cluster node that wrote it, under which lease of the agent's shard; `None` outside a
+    /// cluster. Along an agent's log the epoch never decreases and one epoch is one node: the
+    /// record that no two nodes ever ran the agent at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Writer>,
+}
+
+/// Who wrote a logged event: a cluster node and the fencing epoch of the shard lease it held.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Writer {
+    /// The node's name (`[cluster] node`).
+    pub node: String,
+    /// The epoch of its lease on the agent's shard.
+    pub epoch: u64,
+}
+
+/// How an event is stored: the record and, on a cluster node, its writer. `by` is an extra field
+/// of the same map, so values written before it existed read back with `by: None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    #[serde(flatten)]
+    pub event: EventRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Writer>,
 }
 
 impl EventRecord {
@@ -262,6 +310,7 @@ impl EventRecord {
             | EventRecord::Masking { at, .. }
             | EventRecord::CompactionFailed { at, .. }
             | EventRecord::Note { at, .. }
+            | EventRecord::Sleep { at, .. }
             | EventRecord::EmergencyFallback { at, .. } => *at,
         }
     }

@@ -81,6 +81,19 @@ fn fmt_retry_after(retry_after: Option<Duration>) -> String {
 }
 
 impl LlmError {
+    /// Every [`LlmError::kind`], in declaration order: the closed set of names a metrics label
+    /// can take.
+    pub const KINDS: [&'static str; 8] = [
+        "timeout",
+        "rate_limited",
+        "server",
+        "malformed",
+        "empty_response",
+        "connection_refused",
+        "connection",
+        "config",
+    ];
+
     /// A short stable name of the variant, for metrics labels and logs.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -146,6 +159,60 @@ pub fn excerpt(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The variant's position in the declaration; fails to compile when a variant is added, as a
+    /// reminder to add it to [`LlmError::KINDS`] and to the test below.
+    fn variant(e: &LlmError) -> usize {
+        match e {
+            LlmError::Timeout { .. } => 0,
+            LlmError::RateLimited { .. } => 1,
+            LlmError::Server { .. } => 2,
+            LlmError::Malformed { .. } => 3,
+            LlmError::EmptyResponse => 4,
+            LlmError::ConnectionRefused { .. } => 5,
+            LlmError::Connection { .. } => 6,
+            LlmError::Config { .. } => 7,
+        }
+    }
+
+    #[test]
+    fn kinds_lists_every_kind_in_order() {
+        let (text, attempts) = (String::from("x"), 1);
+        let every = [
+            LlmError::Timeout {
+                after: Duration::from_secs(1),
+                attempts,
+            },
+            LlmError::RateLimited {
+                retry_after: None,
+                attempts,
+            },
+            LlmError::Server {
+                status: 500,
+                url: text.clone(),
+                excerpt: text.clone(),
+                attempts,
+            },
+            LlmError::Malformed {
+                excerpt: text.clone(),
+            },
+            LlmError::EmptyResponse,
+            LlmError::ConnectionRefused {
+                url: text.clone(),
+                attempts,
+            },
+            LlmError::Connection {
+                message: text.clone(),
+                attempts,
+            },
+            LlmError::config("k", text),
+        ];
+        assert_eq!(every.len(), LlmError::KINDS.len());
+        for (i, e) in every.iter().enumerate() {
+            assert_eq!(variant(e), i);
+            assert_eq!(e.kind(), LlmError::KINDS[i]);
+        }
+    }
 
     #[test]
     fn messages_name_what_is_wrong() {

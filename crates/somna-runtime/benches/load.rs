@@ -2,7 +2,9 @@
 //!
 //! `cargo bench -p somna-runtime --bench load` runs 10,000 agents ticking every second for 60 s
 //! while a share of them receive input (so they build prompts, call the builtin LLM and append
-//! replies), then prints a table: ticks/s, tick lateness p50/p99, CPU %, RSS and RSS per agent.
+//! replies), then prints a table: ticks/s, tick lateness p50/p99, CPU %, RSS and RSS per agent, and
+//! what a `/metrics` scrape reads of the agents (the agent gauges: by state and by usage) and how
+//! long that read takes with every agent running.
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
 //! one agent; 0 = none), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
 //! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
@@ -15,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use somna_core::AgentId;
 use somna_core::config::ResolvedConfig;
-use somna_runtime::{Inbound, Runtime, RuntimeOptions};
+use somna_runtime::gauges::{AgentGaugesSnapshot, USAGE_BUCKETS};
+use somna_runtime::{AgentState, Inbound, Runtime, RuntimeOptions};
 use somna_store::{Store, StoreOptions};
 
 /// The allocator the `somna` binary ships with (somna-cli's main.rs), so RSS is what a
@@ -137,6 +140,14 @@ fn main() {
         let wall = t0.elapsed();
         let cpu = cpu_time().saturating_sub(cpu0);
         let ticks = runtime.tick_stats().summary();
+        // What a scrape reads of the agents, while they all run.
+        const READS: u32 = 10_000;
+        let read_started = Instant::now();
+        for _ in 0..READS {
+            std::hint::black_box(runtime.agent_gauges());
+        }
+        let gauge_read = read_started.elapsed() / READS;
+        let gauges = runtime.agent_gauges();
         let rss_end = rss();
         runtime.shutdown(Duration::from_secs(10)).await.unwrap();
         println!(
@@ -144,9 +155,19 @@ fn main() {
             store.backend_name(),
             store.size_on_disk().unwrap_or(0) as f64 / 1e6
         );
-        (startup, wall, cpu, ticks, rss_started, rss_end, inputs)
+        let gauges = (gauge_read, gauges);
+        (
+            startup,
+            wall,
+            cpu,
+            ticks,
+            rss_started,
+            rss_end,
+            inputs,
+            gauges,
+        )
     });
-    let (startup, wall, cpu, ticks, rss_started, rss_end, inputs) = report;
+    let (startup, wall, cpu, ticks, rss_started, rss_end, inputs, gauges) = report;
     let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     let per_agent = rss_end.saturating_sub(rss_before) / agents.max(1);
     println!("| metric | value |");
@@ -181,4 +202,32 @@ fn main() {
         "| RSS per agent (end − before) / agents | {:.1} KB |",
         per_agent as f64 / 1024.0
     );
+    let (gauge_read, gauges) = gauges;
+    println!("| agent gauges read (by state and usage) | {gauge_read:?} |");
+    println!("| agents by state at the end | {} |", by_state(&gauges));
+    println!("| agents by usage at the end | {} |", by_usage(&gauges));
+}
+
+/// `idle 9990 · stepping 10 …` (states with agents only).
+fn by_state(g: &AgentGaugesSnapshot) -> String {
+    AgentState::ALL
+        .iter()
+        .filter(|s| g.in_state(**s) > 0)
+        .map(|s| format!("{s} {}", g.in_state(*s)))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// `≤ 10%: 9000 · ≤ 20%: 1000 …` (buckets with agents only).
+fn by_usage(g: &AgentGaugesSnapshot) -> String {
+    g.by_usage
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| match USAGE_BUCKETS.get(i) {
+            Some(b) => format!("≤ {:.0}%: {n}", b * 100.0),
+            None => format!("> 100%: {n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
 }

@@ -44,6 +44,7 @@ pub(crate) struct Sleep;
 /// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
 /// flight (up to [`MAX_DEFERRED`] requests), then runs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum SleepResult {
     /// The sleep ran; its compaction outcome (if it got that far).

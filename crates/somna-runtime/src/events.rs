@@ -123,6 +123,29 @@ pub enum Event {
 }
 
 impl Event {
+    /// Every event `type` ([`Event::kind`]), in declaration order: the closed set of names a
+    /// consumer (the metrics' `type` label) can expect.
+    pub const KINDS: [&'static str; 18] = [
+        "compaction_started",
+        "compaction_completed",
+        "compaction_skipped",
+        "compaction_failed",
+        "emergency_triggered",
+        "uncompacted",
+        "sleep_started",
+        "consolidation_completed",
+        "sleep_completed",
+        "agent_replied",
+        "tool_call_requested",
+        "tool_call_timed_out",
+        "warning",
+        "error",
+        "emergency_stuck",
+        "reply_truncated",
+        "turn_failed",
+        "tool_rounds_exhausted",
+    ];
+
     /// The agent it concerns.
     pub fn agent(&self) -> &AgentId {
         match self {
@@ -241,5 +264,159 @@ impl EventBus {
 impl Default for EventBus {
     fn default() -> Self {
         EventBus::new(4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use somna_core::record::CompactionMethod;
+
+    use super::*;
+
+    /// One event of each variant, in declaration order. `variant` below fails to compile when a
+    /// variant is added, as a reminder to add it here and to [`Event::KINDS`].
+    fn one_of_each() -> Vec<Event> {
+        let agent = AgentId::new("ada").unwrap();
+        let text = String::from("x");
+        let report = CompactionReport {
+            trigger: Trigger::Manual,
+            method: CompactionMethod::Llm,
+            compacted: 1,
+            preserved: 1,
+            tokens_before: 2,
+            tokens_after: 1,
+            reduction_pct: 50.0,
+            usage_after: 0.1,
+            summary_seq: None,
+            generation: 1,
+            fallback_reason: None,
+            warning: None,
+        };
+        let (a, t, trigger) = (agent, text, Trigger::Sleep);
+        vec![
+            Event::CompactionStarted {
+                agent: a.clone(),
+                trigger,
+                usage: 0.5,
+            },
+            Event::CompactionCompleted {
+                agent: a.clone(),
+                report,
+            },
+            Event::CompactionSkipped {
+                agent: a.clone(),
+                trigger,
+                reason: t.clone(),
+                usage: 0.1,
+            },
+            Event::CompactionFailed {
+                agent: a.clone(),
+                trigger,
+                reason: t.clone(),
+            },
+            Event::EmergencyTriggered {
+                agent: a.clone(),
+                usage: 0.9,
+            },
+            Event::Uncompacted {
+                agent: a.clone(),
+                summary_seq: 1,
+                restored: 2,
+            },
+            Event::SleepStarted { agent: a.clone() },
+            Event::ConsolidationCompleted {
+                agent: a.clone(),
+                entries: 1,
+                facts: 1,
+                reflections: 0,
+            },
+            Event::SleepCompleted { agent: a.clone() },
+            Event::AgentReplied {
+                agent: a.clone(),
+                seq: 1,
+                text: t.clone(),
+                usage: ChatUsage::default(),
+            },
+            Event::ToolCallRequested {
+                agent: a.clone(),
+                call_id: t.clone(),
+                name: t.clone(),
+                arguments: t.clone(),
+            },
+            Event::ToolCallTimedOut {
+                agent: a.clone(),
+                call_id: t.clone(),
+                name: t.clone(),
+            },
+            Event::Warning {
+                agent: a.clone(),
+                message: t.clone(),
+            },
+            Event::Error {
+                agent: a.clone(),
+                message: t.clone(),
+            },
+            Event::EmergencyStuck {
+                agent: a.clone(),
+                usage: 0.9,
+                threshold: 0.8,
+                reason: t.clone(),
+            },
+            Event::ReplyTruncated {
+                agent: a.clone(),
+                seq: 1,
+                tokens: 9,
+                kept: 5,
+            },
+            Event::TurnFailed {
+                agent: a.clone(),
+                attempts: 3,
+                reason: t,
+            },
+            Event::ToolRoundsExhausted {
+                agent: a,
+                rounds: 4,
+            },
+        ]
+    }
+
+    /// The variant's position in the declaration.
+    fn variant(e: &Event) -> usize {
+        match e {
+            Event::CompactionStarted { .. } => 0,
+            Event::CompactionCompleted { .. } => 1,
+            Event::CompactionSkipped { .. } => 2,
+            Event::CompactionFailed { .. } => 3,
+            Event::EmergencyTriggered { .. } => 4,
+            Event::Uncompacted { .. } => 5,
+            Event::SleepStarted { .. } => 6,
+            Event::ConsolidationCompleted { .. } => 7,
+            Event::SleepCompleted { .. } => 8,
+            Event::AgentReplied { .. } => 9,
+            Event::ToolCallRequested { .. } => 10,
+            Event::ToolCallTimedOut { .. } => 11,
+            Event::Warning { .. } => 12,
+            Event::Error { .. } => 13,
+            Event::EmergencyStuck { .. } => 14,
+            Event::ReplyTruncated { .. } => 15,
+            Event::TurnFailed { .. } => 16,
+            Event::ToolRoundsExhausted { .. } => 17,
+        }
+    }
+
+    #[test]
+    fn kinds_lists_every_type_as_serialized() {
+        let events = one_of_each();
+        assert_eq!(events.len(), Event::KINDS.len());
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(variant(e), i);
+            assert_eq!(e.kind(), Event::KINDS[i]);
+            let json = serde_json::to_value(e).unwrap();
+            assert_eq!(json["type"], e.kind());
+        }
+        let mut names = Event::KINDS.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Event::KINDS.len(), "a name twice");
     }
 }

@@ -21,6 +21,8 @@
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
 //! - [`events`]: `Event` and the `EventBus` (tracing + broadcast).
 //! - [`clock`]: simulated (accelerated) time. [`stats`]: tick lateness.
+//! - [`gauges`]: agents by state and by context usage, counted by the agents as they change (a
+//!   read asks none of them).
 
 pub mod actor;
 pub mod agent;
@@ -28,6 +30,7 @@ pub mod clock;
 pub mod compactor;
 pub mod eval;
 pub mod events;
+pub mod gauges;
 pub mod import;
 pub mod ops;
 pub mod prompt;

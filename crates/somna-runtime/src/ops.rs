@@ -176,6 +176,8 @@ impl Offline {
             llm,
             events: EventBus::default(),
             clock: self.clock,
+            // An agent loaded for one operation is hosted by no runtime: counted nowhere shared.
+            gauges: crate::gauges::AgentGauges::new(),
         };
         Agent::load(base_config(&self.config, id), deps).map_err(|e| OpsError::Load(id.clone(), e))
     }

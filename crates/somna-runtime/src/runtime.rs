@@ -24,6 +24,7 @@ use crate::agent::{
 use crate::clock::Clock;
 use crate::compactor::{CompactionOutcome, Compactor};
 use crate::events::{EventBus, Stamped};
+use crate::gauges::{AgentGauge, AgentGauges, AgentGaugesSnapshot};
 use crate::ops;
 use crate::scheduler::{self, Scheduler};
 use crate::stats::TickStats;
@@ -37,6 +38,16 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 pub enum RuntimeError {
     #[error("unknown agent \"{0}\"")]
     UnknownAgent(AgentId),
+    /// A cluster node was asked to run a command for an agent another node runs (`host`; `None`
+    /// while its shard changes hands).
+    #[error("agent \"{agent}\" {}", match host {
+        Some(node) => format!("runs on node {node:?}; send this command to that node"),
+        None => "is between nodes (its shard is changing hands); try again shortly".to_string(),
+    })]
+    NotHosted {
+        agent: AgentId,
+        host: Option<String>,
+    },
     #[error("agent \"{0}\" already exists")]
     AgentExists(AgentId),
     #[error("agent \"{0}\": {1}")]
@@ -105,16 +116,27 @@ struct Inner {
     compactor: Compactor,
     events: EventBus,
     clock: Clock,
-    agents: RwLock<HashMap<AgentId, Addr<AgentActor>>>,
+    agents: RwLock<HashMap<AgentId, Hosted>>,
     arbiters: Vec<Arbiter>,
     next_arbiter: AtomicUsize,
     scheduler: Option<Addr<Scheduler>>,
     stats: Arc<TickStats>,
+    /// Agents by state and usage, counted by the agents themselves.
+    gauges: AgentGauges,
     jobs: JobPool,
     /// Set at shutdown: stops the cluster membership thread (cluster mode only).
     cluster_stop: Arc<std::sync::atomic::AtomicBool>,
     /// The NATS client of a cluster node, once connected (inbox wake-ups).
     nats: std::sync::OnceLock<async_nats::Client>,
+}
+
+/// An agent the runtime hosts.
+#[derive(Debug)]
+struct Hosted {
+    addr: Addr<AgentActor>,
+    /// The agent's place in the gauges, released when the runtime stops hosting it (the actor may
+    /// live on a while, finishing its job).
+    gauge: Arc<AgentGauge>,
 }
 
 #[path = "cluster.rs"]
@@ -182,6 +204,7 @@ impl Runtime {
                 next_arbiter: AtomicUsize::new(0),
                 scheduler,
                 stats: Arc::new(TickStats::default()),
+                gauges: AgentGauges::new(),
                 jobs,
                 llm,
                 config,
@@ -218,6 +241,7 @@ impl Runtime {
             compactor: self.inner.compactor.clone(),
             events: self.inner.events.clone(),
             clock: self.inner.clock,
+            gauges: self.inner.gauges.clone(),
         }
     }
 
@@ -240,12 +264,22 @@ impl Runtime {
         let arbiter = &self.inner.arbiters[n % self.inner.arbiters.len()];
         let stats = Arc::clone(&self.inner.stats);
         let jobs = self.inner.jobs.handle.clone();
+        let gauge = Arc::clone(agent.gauge());
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
             AgentActor::new(agent, tick, offset, stats, jobs)
         });
         self.register_sleeps(&id, &addr, timing, first_in);
-        self.write_agents().insert(id, addr);
+        if let Some(replaced) = self.write_agents().insert(id, Hosted { addr, gauge }) {
+            replaced.gauge.release();
+        }
         Ok(())
+    }
+
+    /// Stops hosting `id`: forgets its actor and takes it out of the gauges.
+    fn forget(&self, id: &AgentId) {
+        if let Some(hosted) = self.write_agents().remove(id) {
+            hosted.gauge.release();
+        }
     }
 
     /// Puts the agent in the scheduler's plan (again, after a change of its sleep settings: its
@@ -268,7 +302,7 @@ impl Runtime {
         }
     }
 
-    fn write_agents(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<AgentId, Addr<AgentActor>>> {
+    fn write_agents(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<AgentId, Hosted>> {
         self.inner
             .agents
             .write()
@@ -281,7 +315,7 @@ impl Runtime {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
-            .cloned()
+            .map(|h| h.addr.clone())
             .ok_or_else(|| RuntimeError::UnknownAgent(id.clone()))
     }
 
@@ -322,7 +356,7 @@ impl Runtime {
         if let Some(s) = &self.inner.scheduler {
             s.do_send(scheduler::Unregister(id.clone()));
         }
-        self.write_agents().remove(id);
+        self.forget(id);
         self.inner.store.retire(id)?;
         Ok(())
     }
@@ -367,7 +401,16 @@ impl Runtime {
         if let Some(s) = &self.inner.scheduler {
             s.do_send(scheduler::Unregister(id.clone()));
         }
-        self.write_agents().remove(id);
+        self.forget(id);
+    }
+
+    /// How many agents the runtime hosts (no list is built).
+    pub fn agent_count(&self) -> usize {
+        self.inner
+            .agents
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// The ids of the hosted agents, sorted.
@@ -410,11 +453,38 @@ impl Runtime {
         self.ask(id, actor::Tick).await
     }
 
-    /// An agent's status.
+    /// An agent's status. On a cluster node, an agent another node runs is answered from its
+    /// stored state (its `host` says which node runs it; its `state` is the one its stored
+    /// history implies, not the other node's in-memory one).
     pub async fn status(&self, id: &AgentId) -> Result<AgentStatus> {
+        if let Some(cluster) = self.inner.store.cluster()
+            && self.addr(id).is_err()
+        {
+            return self.stored_status(id, &cluster);
+        }
         self.ask(id, actor::Status)
             .await?
             .map_err(|e| RuntimeError::Status(id.clone(), e))
+    }
+
+    fn stored_status(
+        &self,
+        id: &AgentId,
+        cluster: &somna_store::cluster::ClusterView<'_>,
+    ) -> Result<AgentStatus> {
+        let unknown = || RuntimeError::UnknownAgent(id.clone());
+        if self.inner.store.agent(id)?.is_none_or(|r| r.retired) {
+            return Err(unknown());
+        }
+        let base = ops::base_config(&self.inner.config, id);
+        let agent = Agent::peek(base, self.deps())
+            .map_err(|e| RuntimeError::Load(id.clone(), e))?
+            .ok_or_else(unknown)?;
+        let mut status = agent
+            .status()
+            .map_err(|e| RuntimeError::Status(id.clone(), e))?;
+        status.host = lease_holder(cluster, id)?;
+        Ok(status)
     }
 
     /// Compacts an agent now (`force`: ignore thresholds).
@@ -435,10 +505,29 @@ impl Runtime {
         M::Result: Send,
         AgentActor: Handler<M>,
     {
-        self.addr(id)?
+        self.hosted(id)?
             .send(msg)
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))
+    }
+
+    /// The actor of a hosted agent; on a cluster node, `NotHosted` (naming the node that runs
+    /// it) for a live agent another node runs.
+    fn hosted(&self, id: &AgentId) -> Result<Addr<AgentActor>> {
+        let unknown = match self.addr(id) {
+            Ok(addr) => return Ok(addr),
+            Err(e) => e,
+        };
+        let Some(cluster) = self.inner.store.cluster() else {
+            return Err(unknown);
+        };
+        if self.inner.store.agent(id)?.is_none_or(|r| r.retired) {
+            return Err(unknown);
+        }
+        Err(RuntimeError::NotHosted {
+            agent: id.clone(),
+            host: lease_holder(&cluster, id)?,
+        })
     }
 
     /// Undoes the compaction whose summary is at `summary_seq`. Where it runs is decided here: a
@@ -451,12 +540,17 @@ impl Runtime {
         id: &AgentId,
         summary_seq: u64,
     ) -> Result<somna_store::UncompactOutcome> {
-        let Ok(addr) = self.addr(id) else {
-            if self.inner.store.agent(id)?.is_none() {
-                return Err(RuntimeError::UnknownAgent(id.clone()));
+        let addr = match self.hosted(id) {
+            Ok(addr) => addr,
+            // Not hosted, not another node's: retired, or unknown to the store too.
+            Err(RuntimeError::UnknownAgent(_)) => {
+                if self.inner.store.agent(id)?.is_none() {
+                    return Err(RuntimeError::UnknownAgent(id.clone()));
+                }
+                let now = self.inner.clock.now();
+                return Ok(self.inner.store.uncompact(id, summary_seq, now)?);
             }
-            let now = self.inner.clock.now();
-            return Ok(self.inner.store.uncompact(id, summary_seq, now)?);
+            Err(e) => return Err(e),
         };
         match addr
             .send(actor::Uncompact(summary_seq))
@@ -473,7 +567,7 @@ impl Runtime {
     /// once: a change of `sleep_every` or `sleep_jitter` re-registers the agent with the
     /// scheduler, so its next sleep is one new period from now.
     pub async fn configure(&self, id: &AgentId, changes: AgentOverrides) -> Result<AgentConfig> {
-        let addr = self.addr(id)?;
+        let addr = self.hosted(id)?;
         let retimed = changes.sleep_every.is_some() || changes.sleep_jitter.is_some();
         let config = addr
             .send(actor::Configure(changes))
@@ -516,6 +610,12 @@ impl Runtime {
         &self.inner.stats
     }
 
+    /// The hosted agents by state and by context usage (a read of shared counters: no agent is
+    /// asked).
+    pub fn agent_gauges(&self) -> AgentGaugesSnapshot {
+        self.inner.gauges.snapshot()
+    }
+
     /// Graceful shutdown: stop the scheduler and every agent's timer, let in-flight jobs finish
     /// (up to `grace`; an abandoned job loses nothing since commits are atomic), stop the
     /// Arbiters, and flush sled to disk.
@@ -526,11 +626,12 @@ impl Runtime {
         if let Some(s) = &self.inner.scheduler {
             let _ = s.send(scheduler::StopScheduling).await;
         }
-        let addrs: Vec<(AgentId, Addr<AgentActor>)> = self.write_agents().drain().collect();
-        let mut waits = Vec::with_capacity(addrs.len());
-        for (_, addr) in &addrs {
+        let hosted: Vec<(AgentId, Hosted)> = self.write_agents().drain().collect();
+        let mut waits = Vec::with_capacity(hosted.len());
+        for (_, h) in &hosted {
+            h.gauge.release();
             let (tx, rx) = oneshot::channel();
-            addr.do_send(actor::Drain(tx));
+            h.addr.do_send(actor::Drain(tx));
             waits.push(rx);
         }
         let drained = tokio::time::timeout(grace, futures::future::join_all(waits)).await;
@@ -569,6 +670,19 @@ fn sleep_timing(clock: &Clock, config: &AgentConfig) -> (Duration, Duration) {
     (clock.to_real(config.sleep_every), jitter)
 }
 
+/// The node whose live lease holds `id`'s shard (`None`: none right now).
+fn lease_holder(
+    cluster: &somna_store::cluster::ClusterView<'_>,
+    id: &AgentId,
+) -> Result<Option<String>> {
+    let shard = cluster.shard_of(id);
+    Ok(cluster
+        .leases()?
+        .into_iter()
+        .find(|l| l.shard == shard && l.remaining_ms > 0)
+        .and_then(|l| l.owner))
+}
+
 /// The main job: start the runtime, run until `shutdown` resolves, then shut down gracefully.
 /// `on_start` gets the handle (to feed input, subscribe to events, serve an API).
 pub async fn run<F, S>(
@@ -589,6 +703,45 @@ where
     tracing::info!("shutting down");
     runtime.shutdown(DEFAULT_GRACE).await?;
     Ok(runtime)
+}
+
+#[cfg(test)]
+mod hosting_tests {
+    use super::*;
+
+    /// A runtime of `agents` over a temporary store and the builtin (offline) LLM.
+    fn start(agents: &[&str]) -> Runtime {
+        let mut text = String::from("[defaults]\ntick_every = \"20ms\"\nsleep_every = \"1h\"\n");
+        for a in agents {
+            text.push_str(&format!("[[agents]]\nid = \"{a}\"\n"));
+        }
+        let config = ResolvedConfig::load(&text, "t.toml", &[]).unwrap();
+        let options = RuntimeOptions {
+            arbiters: 1,
+            schedule_sleeps: false,
+            ..RuntimeOptions::default()
+        };
+        let llm = Arc::new(somna_llm::BuiltinClient::new());
+        Runtime::start(config, Store::temporary().unwrap(), llm, options).unwrap()
+    }
+
+    /// A cluster node gives up agents by unloading them (not retiring): the gauges stop counting
+    /// them at once and keep adding up to the agents hosted.
+    #[actix::test]
+    async fn unloaded_agents_leave_the_gauges() {
+        let runtime = start(&["ada", "bob", "cy"]);
+        assert_eq!(runtime.agent_gauges().agents(), 3);
+        runtime.unload(&AgentId::new("bob").unwrap()).await;
+        let g = runtime.agent_gauges();
+        assert_eq!(runtime.agent_ids().len(), 2);
+        assert_eq!(g.agents(), 2);
+        assert_eq!(g.by_usage.iter().sum::<u64>(), 2);
+        // Unloading an agent that is not hosted changes nothing.
+        runtime.unload(&AgentId::new("bob").unwrap()).await;
+        assert_eq!(runtime.agent_gauges().agents(), 2);
+        runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(runtime.agent_gauges().agents(), 0);
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Tick statistics shared by every agent actor: how many ticks ran and how late they fired.
-//! Lock-free (atomic counters and a log-scale histogram), so recording costs a few nanoseconds.
+//! Lock-free (atomic counters, a fine log-scale histogram for the percentiles and a coarse one with
+//! fixed bounds for Prometheus), so recording costs a few nanoseconds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,12 +10,24 @@ const SUB: usize = 8;
 /// Histogram buckets: powers of two of microseconds, each split into `SUB` linear sub-buckets.
 const BUCKETS: usize = 40 * SUB;
 
+/// Upper bounds of the exported lateness histogram's buckets, in microseconds (`+Inf` is
+/// implied): 100 µs … 10 s.
+pub const LATENESS_BUCKETS_US: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
 /// Counters of the tick loop.
 #[derive(Debug)]
 pub struct TickStats {
     ticks: AtomicU64,
     lateness: [AtomicU64; BUCKETS],
     max_lateness_us: AtomicU64,
+    /// Ticks per bucket of [`LATENESS_BUCKETS_US`] (not cumulative; the last one is `+Inf`), for
+    /// a histogram whose rates and quantiles work over any time window.
+    coarse: [AtomicU64; LATENESS_BUCKETS_US.len() + 1],
+    /// The sum of every tick's lateness, in microseconds.
+    sum_us: AtomicU64,
 }
 
 impl Default for TickStats {
@@ -23,7 +36,25 @@ impl Default for TickStats {
             ticks: AtomicU64::new(0),
             lateness: std::array::from_fn(|_| AtomicU64::new(0)),
             max_lateness_us: AtomicU64::new(0),
+            coarse: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_us: AtomicU64::new(0),
         }
+    }
+}
+
+/// The lateness of every tick so far in the buckets of [`LATENESS_BUCKETS_US`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LatenessHistogram {
+    /// Ticks per bucket (not cumulative), in the order of [`LATENESS_BUCKETS_US`], then `+Inf`.
+    pub buckets: [u64; LATENESS_BUCKETS_US.len() + 1],
+    /// The sum of their lateness.
+    pub sum: Duration,
+}
+
+impl LatenessHistogram {
+    /// Ticks counted.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
     }
 }
 
@@ -46,6 +77,12 @@ impl TickStats {
         let bucket = bucket_of(us).min(BUCKETS - 1);
         self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
         self.max_lateness_us.fetch_max(us, Ordering::Relaxed);
+        let coarse = LATENESS_BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(LATENESS_BUCKETS_US.len());
+        self.coarse[coarse].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
     /// Ticks recorded so far.
@@ -56,10 +93,19 @@ impl TickStats {
     /// Clears every counter.
     pub fn reset(&self) {
         self.ticks.store(0, Ordering::Relaxed);
-        for b in &self.lateness {
+        for b in self.lateness.iter().chain(&self.coarse) {
             b.store(0, Ordering::Relaxed);
         }
         self.max_lateness_us.store(0, Ordering::Relaxed);
+        self.sum_us.store(0, Ordering::Relaxed);
+    }
+
+    /// The lateness so far in the exported histogram's buckets.
+    pub fn histogram(&self) -> LatenessHistogram {
+        LatenessHistogram {
+            buckets: std::array::from_fn(|i| self.coarse[i].load(Ordering::Relaxed)),
+            sum: Duration::from_micros(self.sum_us.load(Ordering::Relaxed)),
+        }
     }
 
     /// Percentiles of the lateness so far.
@@ -147,5 +193,27 @@ mod tests {
         assert!(sum.p50 >= Duration::from_micros(100) && sum.p50 <= Duration::from_micros(113));
         assert!(sum.p99 >= Duration::from_millis(5) && sum.p99 <= Duration::from_micros(5_630));
         assert_eq!(sum.max, Duration::from_millis(30));
+    }
+
+    #[test]
+    fn the_exported_histogram_counts_each_tick_once_at_or_below_its_bound() {
+        let s = TickStats::default();
+        for us in [0, 100, 101, 999, 1_000, 30_000, 20_000_000] {
+            s.record(Duration::from_micros(us));
+        }
+        let h = s.histogram();
+        assert_eq!(h.count(), 7);
+        assert_eq!(h.count(), s.summary().ticks);
+        // ≤ 100 µs: 0 and 100; ≤ 250 µs: 101; ≤ 1 ms: 999 and 1000; ≤ 50 ms: 30 ms; +Inf: 20 s.
+        let mut expected = [0u64; LATENESS_BUCKETS_US.len() + 1];
+        expected[0] = 2;
+        expected[1] = 1;
+        expected[3] = 2;
+        expected[8] = 1;
+        expected[LATENESS_BUCKETS_US.len()] = 1;
+        assert_eq!(h.buckets, expected);
+        assert_eq!(h.sum, Duration::from_micros(20_032_200));
+        s.reset();
+        assert_eq!(s.histogram(), LatenessHistogram::default());
     }
 }

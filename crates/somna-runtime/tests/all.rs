@@ -4,6 +4,7 @@
 mod agent;
 mod builtins;
 mod compactor;
+mod gauges;
 mod limits;
 mod main_job;
 mod ops;

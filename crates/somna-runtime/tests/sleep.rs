@@ -246,7 +246,7 @@ async fn an_overdue_recorded_sleep_runs_once_at_load_and_the_next_is_recorded() 
     }
     assert_eq!(
         slept,
-        [overdue.clone()],
+        std::slice::from_ref(&overdue),
         "only the overdue agent slept, once"
     );
     let next = store

@@ -153,6 +153,7 @@ pub fn agent_deps(store: &Store, llm: Arc<dyn LlmClient>, clock: Clock) -> Agent
         llm,
         events: EventBus::default(),
         clock,
+        gauges: Default::default(),
     }
 }
 

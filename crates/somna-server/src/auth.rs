@@ -1,6 +1,7 @@
 //! Bearer-token authentication and the per-response bookkeeping, as one actix-web middleware.
 //!
-//! When the server has a token, every request except `GET /healthz` must carry
+//! When the server has a token, every request except `GET /healthz` and the web console's static
+//! shell (`/console`, its script and stylesheet: no data) must carry
 //! `Authorization: Bearer <token>`; anything else is 401 `unauthorized`. The comparison takes the
 //! same time wherever the first differing byte is (`subtle`), so the token cannot be guessed byte by
 //! byte from response times; only its length may leak.
@@ -45,6 +46,7 @@ pub(crate) async fn middleware(
     };
     if let Some(expected) = &state.token
         && req.path() != HEALTH_PATH
+        && !crate::console::is_public(req.path())
     {
         let given = req
             .headers()

@@ -13,6 +13,7 @@ use somna_core::config::ConfigErrors;
 use somna_runtime::RuntimeError;
 use somna_runtime::agent::{ConfigureError, InboundError};
 use somna_store::StoreError;
+use utoipa::ToSchema;
 
 /// Why the server could not start, or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +51,8 @@ pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 somna_core::str_enum! {
     /// The stable error codes of the API, named as they appear in error bodies and metrics
     /// labels. A host program matches on these, never on messages.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
     pub enum ErrorCode as "error code" {
         /// 400: a bad query parameter, an unreadable body, a bad cursor.
         BadRequest = "bad_request",
@@ -77,6 +79,9 @@ somna_core::str_enum! {
         /// 409: the agent cannot take the command now (too many commands wait behind its job in
         /// flight, it is stopping, or an uncompact meets a compaction or sleep); try again shortly.
         Busy = "busy",
+        /// 409: on a cluster, another node runs the agent; the message names it (send the
+        /// command there), or says its shard is changing hands.
+        NotHosted = "not_hosted",
         /// 410: the agent was retired (deleted); its data can still be read.
         AgentRetired = "agent_retired",
         /// 413: the body is larger than the limit.
@@ -113,7 +118,7 @@ impl ErrorCode {
             | ErrorCode::UnknownSummary
             | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::AgentExists | ErrorCode::Busy => StatusCode::CONFLICT,
+            ErrorCode::AgentExists | ErrorCode::Busy | ErrorCode::NotHosted => StatusCode::CONFLICT,
             ErrorCode::AgentRetired => StatusCode::GONE,
             ErrorCode::PayloadTooLarge | ErrorCode::InputTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::InvalidBody | ErrorCode::InvalidConfig | ErrorCode::InvalidInput => {
@@ -126,7 +131,7 @@ impl ErrorCode {
 }
 
 /// One value of the request that was at fault.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FieldError {
     /// Where the value is: its path in the JSON body (`config.compaction.emergency_threshold`) or
     /// the query parameter's name.
@@ -147,16 +152,64 @@ pub struct ApiError {
     pub fields: Vec<FieldError>,
 }
 
-/// The body of an error response.
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+/// The errors of a read of an agent's stored data (history, archive, journal, facts, events): the
+/// responses of its OpenAPI operations. Described, never built: handlers answer [`ApiError`]s.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum ReadErrors {
+    /// `invalid_agent_id`; `bad_request`: an unknown, repeated or bad query parameter
+    #[response(status = 400)]
+    BadRequest(ErrorBody<'static>),
+    /// `unauthorized`: the bearer token is missing or wrong
+    #[response(status = 401)]
+    Unauthorized(ErrorBody<'static>),
+    /// `unknown_agent`: no agent with that id
+    #[response(status = 404)]
+    UnknownAgent(ErrorBody<'static>),
+    /// `internal`: the store failed
+    #[response(status = 500)]
+    Internal(ErrorBody<'static>),
+}
+
+/// The errors of a parameterless read of a hosted agent (its status, its config): the responses
+/// of their OpenAPI operations. Described, never built.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum StatusErrors {
+    /// `invalid_agent_id`; `bad_request`: a query parameter (it takes none)
+    #[response(status = 400)]
+    BadRequest(ErrorBody<'static>),
+    /// `unauthorized`: the bearer token is missing or wrong
+    #[response(status = 401)]
+    Unauthorized(ErrorBody<'static>),
+    /// `unknown_agent`: no agent with that id
+    #[response(status = 404)]
+    UnknownAgent(ErrorBody<'static>),
+    /// `agent_retired`: the agent was retired (its data can still be read)
+    #[response(status = 410)]
+    Retired(ErrorBody<'static>),
+    /// `internal`: the store failed
+    #[response(status = 500)]
+    Internal(ErrorBody<'static>),
+    /// `unavailable`: the agent does not answer; `shutting_down`
+    #[response(status = 503)]
+    Unavailable(ErrorBody<'static>),
+}
+
+/// The body of every error response: `{"error": {"code", "message", "fields"?}}`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ErrorBody<'a> {
     error: ErrorDetail<'a>,
 }
 
-#[derive(Serialize)]
+/// What went wrong.
+#[derive(Serialize, ToSchema)]
 struct ErrorDetail<'a> {
-    code: &'static str,
+    /// The stable code to match on.
+    code: ErrorCode,
+    /// A readable explanation (never match on it).
     message: &'a str,
+    /// The values at fault; present only when specific values were.
     #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
     fields: &'a [FieldError],
 }
@@ -227,7 +280,7 @@ impl ApiError {
     pub fn body(&self) -> String {
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.as_str(),
+                code: self.code,
                 message: &self.message,
                 fields: &self.fields,
             },
@@ -276,6 +329,9 @@ impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         match e {
             RuntimeError::UnknownAgent(id) => ApiError::unknown_agent(id.as_str()),
+            e @ RuntimeError::NotHosted { .. } => {
+                ApiError::new(ErrorCode::NotHosted, e.to_string())
+            }
             RuntimeError::AgentExists(id) => ApiError::new(
                 ErrorCode::AgentExists,
                 format!(
@@ -341,6 +397,14 @@ mod tests {
         assert_eq!(names.len(), ErrorCode::ALL.len());
         for code in ErrorCode::ALL {
             assert!(code.status().is_client_error() || code.status().is_server_error());
+        }
+    }
+
+    #[test]
+    fn codes_serialize_as_their_names() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, code.as_str(), "{code:?}");
         }
     }
 

@@ -9,6 +9,8 @@
 //!   `{"error": {"code", "message", "fields"?}}`), and [`ServerError`] for startup.
 //! - [`metrics`]: [`Metrics`], [`metrics::MeteredLlm`] (wraps the LLM client) and the Prometheus
 //!   text rendering.
+//! - [`openapi`]: the OpenAPI document of the API, generated from the handlers and the wire types,
+//!   served at `/v1/openapi.json`.
 //! - `routes`: the endpoints (`agents`: lifecycle and commands; `reads`: history, archive,
 //!   search, journal, facts, events; `ops`: healthz, metrics, the SSE stream, 404/405).
 //! - `auth`: the bearer-token check (constant time) and per-response counting middleware.
@@ -35,8 +37,10 @@
 
 mod auth;
 mod body;
+mod console;
 pub mod error;
 pub mod metrics;
+pub mod openapi;
 pub mod options;
 mod query;
 mod routes;

@@ -2,36 +2,44 @@
 //! [`MeteredLlm`]) and its rendering in the Prometheus text exposition format (version 0.0.4),
 //! written by hand: the format is a few lines per metric and a crate would add more than it saves.
 //!
+//! Every label set is closed and every value of it is exposed from the start (at 0), so a query
+//! never finds a series missing because nothing happened yet.
+//!
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `somna_agents` | gauge | |
+//! | `somna_agents_by_state` | gauge | `state` (`AgentState::ALL`) |
+//! | `somna_agent_usage` | histogram (of agents now: a gauge histogram) | `le` = `USAGE_BUCKETS` |
 //! | `somna_ticks_total` | counter | |
 //! | `somna_tick_lateness_seconds` | gauge | `quantile` = `0.5`, `0.99`, `1` (max) |
+//! | `somna_tick_lateness_histogram_seconds` | histogram | `le` = `LATENESS_BUCKETS_US` |
 //! | `somna_compactions_total` | counter | `trigger`, `outcome` = `completed`, `skipped`, `failed` |
 //! | `somna_compaction_tokens_saved_total` | counter | |
-//! | `somna_events_total` | counter | `type` (the runtime event's type) |
+//! | `somna_events_total` | counter | `type` (`Event::KINDS`) |
 //! | `somna_llm_request_duration_seconds` | histogram | `purpose` |
 //! | `somna_llm_requests_total` | counter | `purpose`, `outcome` = `ok`, `error` |
-//! | `somna_llm_errors_total` | counter | `kind` (`LlmError::kind`) |
+//! | `somna_llm_errors_total` | counter | `kind` (`LlmError::KINDS`) |
 //! | `somna_llm_prompt_tokens_total` | counter | `purpose` |
 //! | `somna_llm_cached_prompt_tokens_total` | counter | `purpose` |
+//! | `somna_llm_completion_tokens_total` | counter | `purpose` |
 //! | `somna_llm_structured_output_fallbacks_total` | counter | |
 //! | `somna_errors_total` | counter | `source` = `agent`, `llm`, `api` |
-//! | `somna_api_errors_total` | counter | `code` |
+//! | `somna_api_errors_total` | counter | `code` (`ErrorCode::ALL`) |
 //! | `somna_http_responses_total` | counter | `class` = `2xx` … `5xx` |
 //! | `somna_sse_clients` | gauge | |
 //! | `somna_events_missed_total` | counter | `consumer` = `metrics`, `sse` |
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use somna_core::record::Trigger;
 use somna_llm::{ChatRequest, ChatResponse, LlmClient, LlmError, Purpose};
-use somna_runtime::{Event, Runtime};
+use somna_runtime::gauges::{AgentGaugesSnapshot, USAGE_BUCKETS};
+use somna_runtime::stats::{LATENESS_BUCKETS_US, LatenessHistogram};
+use somna_runtime::{AgentState, Event, Runtime};
 
 use crate::error::ErrorCode;
 
@@ -40,8 +48,9 @@ pub const LLM_LATENCY_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
-const TRIGGERS: [Trigger; 3] = [Trigger::Sleep, Trigger::Emergency, Trigger::Manual];
+/// Compaction outcomes, the `outcome` label of `somna_compactions_total`.
 const OUTCOMES: [&str; 3] = ["completed", "skipped", "failed"];
+const PURPOSES: usize = Purpose::ALL.len();
 
 /// The server's metrics. Cheap to clone; clones share the counters.
 ///
@@ -54,23 +63,27 @@ pub struct Metrics {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Compactions by trigger (index in `TRIGGERS`) and outcome (index in `OUTCOMES`).
-    compactions: [[AtomicU64; 3]; 3],
+    /// Compactions by trigger (index in `Trigger::ALL`) and outcome (index in `OUTCOMES`).
+    compactions: [[AtomicU64; OUTCOMES.len()]; Trigger::ALL.len()],
     tokens_saved: AtomicU64,
-    /// Runtime events by type.
-    events: Mutex<BTreeMap<&'static str, u64>>,
+    /// Runtime events by type (index in `Event::KINDS`).
+    events: [AtomicU64; Event::KINDS.len()],
     /// LLM latency by purpose (index in `Purpose::ALL`).
-    llm: [Histogram; 6],
-    llm_errors_by_purpose: [AtomicU64; 6],
+    llm: [Histogram; PURPOSES],
+    llm_errors_by_purpose: [AtomicU64; PURPOSES],
     /// Prompt tokens the server reported, by purpose.
-    prompt_tokens: [AtomicU64; 6],
+    prompt_tokens: [AtomicU64; PURPOSES],
     /// Of those, the tokens it served from its prompt cache, by purpose.
-    cached_prompt_tokens: [AtomicU64; 6],
+    cached_prompt_tokens: [AtomicU64; PURPOSES],
+    /// Completion tokens the server reported, by purpose.
+    completion_tokens: [AtomicU64; PURPOSES],
     /// Structured forms a server rejected (the client stepped down to the next one).
     structured_fallbacks: AtomicU64,
-    llm_errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// Failed LLM requests by error kind (index in `LlmError::KINDS`).
+    llm_errors: [AtomicU64; LlmError::KINDS.len()],
     agent_errors: AtomicU64,
-    api_errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// API error answers by code (index in `ErrorCode::ALL`).
+    api_errors: [AtomicU64; ErrorCode::ALL.len()],
     internal_errors: AtomicU64,
     /// Responses by status class (index 0 = 1xx … 4 = 5xx).
     responses: [AtomicU64; 5],
@@ -102,7 +115,8 @@ impl Histogram {
     }
 }
 
-/// What the runtime itself reports, read when `/metrics` is rendered.
+/// What the runtime itself reports, read when `/metrics` is rendered: a few shared counters, so a
+/// scrape costs the same however many agents the node hosts and asks none of them.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RuntimeGauges {
     /// Agents hosted now.
@@ -115,6 +129,10 @@ pub struct RuntimeGauges {
     pub tick_p99: Duration,
     /// Largest tick lateness.
     pub tick_max: Duration,
+    /// Every tick's lateness so far, in the buckets of [`LATENESS_BUCKETS_US`].
+    pub tick_lateness: LatenessHistogram,
+    /// The hosted agents by state and by context usage.
+    pub agent_gauges: AgentGaugesSnapshot,
 }
 
 impl RuntimeGauges {
@@ -122,32 +140,43 @@ impl RuntimeGauges {
     pub fn of(runtime: &Runtime) -> Self {
         let ticks = runtime.tick_stats().summary();
         RuntimeGauges {
-            agents: runtime.agent_ids().len(),
+            agents: runtime.agent_count(),
             ticks: ticks.ticks,
             tick_p50: ticks.p50,
             tick_p99: ticks.p99,
             tick_max: ticks.max,
+            tick_lateness: runtime.tick_stats().histogram(),
+            agent_gauges: runtime.agent_gauges(),
         }
     }
 }
 
-fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
-    *map.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .entry(key)
-        .or_default() += 1;
+/// The position of `x` in `all`, a label set's every value (`T::ALL`, `Event::KINDS`); `None` for
+/// a value the set lacks, which the tests of those lists rule out.
+fn index_in<T: PartialEq>(all: &[T], x: &T) -> Option<usize> {
+    all.iter().position(|v| v == x)
 }
 
-fn snapshot(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64> {
-    map.lock().unwrap_or_else(PoisonError::into_inner).clone()
+/// Adds one to the counter of `x` in `counters`, whose order is `all`'s.
+fn bump_in<T: PartialEq + std::fmt::Debug>(counters: &[AtomicU64], all: &[T], x: &T) {
+    match index_in(all, x) {
+        Some(i) => {
+            counters[i].fetch_add(1, Ordering::Relaxed);
+        }
+        None => debug_assert!(false, "{x:?} is missing from its label set {all:?}"),
+    }
 }
 
 fn trigger_index(t: Trigger) -> usize {
-    TRIGGERS.iter().position(|x| *x == t).unwrap_or(0)
+    index_in(&Trigger::ALL, &t).unwrap_or_default()
 }
 
 fn purpose_index(p: Purpose) -> usize {
-    Purpose::ALL.iter().position(|x| *x == p).unwrap_or(0)
+    index_in(&Purpose::ALL, &p).unwrap_or_default()
+}
+
+fn load(counter: &AtomicU64) -> f64 {
+    counter.load(Ordering::Relaxed) as f64
 }
 
 impl Metrics {
@@ -160,7 +189,7 @@ impl Metrics {
     /// events by type).
     pub fn observe_event(&self, event: &Event) {
         let m = &self.inner;
-        bump(&m.events, event.kind());
+        bump_in(&m.events, &Event::KINDS, &event.kind());
         match event {
             Event::CompactionCompleted { report, .. } => {
                 m.compactions[trigger_index(report.trigger)][0].fetch_add(1, Ordering::Relaxed);
@@ -198,18 +227,20 @@ impl Metrics {
         self.inner.llm[i].observe(latency);
         if let Some(e) = error {
             self.inner.llm_errors_by_purpose[i].fetch_add(1, Ordering::Relaxed);
-            bump(&self.inner.llm_errors, e.kind());
+            bump_in(&self.inner.llm_errors, &LlmError::KINDS, &e.kind());
         }
     }
 
-    /// Records what the server reported of one successful LLM call: prompt tokens and cached
-    /// prompt tokens by purpose, and structured forms it rejected on the way.
+    /// Records what the server reported of one successful LLM call: prompt, cached prompt and
+    /// completion tokens by purpose, and structured forms it rejected on the way.
     pub fn observe_llm_response(&self, purpose: Purpose, response: &ChatResponse) {
         let i = purpose_index(purpose);
         if let Some(u) = &response.usage {
             self.inner.prompt_tokens[i].fetch_add(u64::from(u.prompt_tokens), Ordering::Relaxed);
             let cached = u.cached_tokens.unwrap_or(0).min(u.prompt_tokens);
             self.inner.cached_prompt_tokens[i].fetch_add(u64::from(cached), Ordering::Relaxed);
+            self.inner.completion_tokens[i]
+                .fetch_add(u64::from(u.completion_tokens), Ordering::Relaxed);
         }
         self.inner
             .structured_fallbacks
@@ -221,7 +252,7 @@ impl Metrics {
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
         self.inner.responses[class].fetch_add(1, Ordering::Relaxed);
         if let Some(code) = code {
-            bump(&self.inner.api_errors, code.as_str());
+            bump_in(&self.inner.api_errors, &ErrorCode::ALL, &code);
             if code == ErrorCode::Internal {
                 self.inner.internal_errors.fetch_add(1, Ordering::Relaxed);
             }
@@ -253,11 +284,44 @@ impl Metrics {
     /// Renders every metric in the Prometheus text format.
     pub fn render(&self, gauges: &RuntimeGauges) -> String {
         let m = &self.inner;
-        let mut out = String::with_capacity(8 * 1024);
+        let mut out = String::with_capacity(16 * 1024);
         let w = &mut out;
 
         header(w, "somna_agents", "gauge", "Agents hosted by the runtime.");
         sample(w, "somna_agents", &[], gauges.agents as f64);
+
+        let agents = &gauges.agent_gauges;
+        header(
+            w,
+            "somna_agents_by_state",
+            "gauge",
+            "Agents hosted, by what they are doing now.",
+        );
+        for (i, state) in AgentState::ALL.iter().enumerate() {
+            sample(
+                w,
+                "somna_agents_by_state",
+                &[("state", state.as_str())],
+                agents.by_state[i] as f64,
+            );
+        }
+
+        header(
+            w,
+            "somna_agent_usage",
+            "histogram",
+            "Agents hosted, by context usage now (prompt tokens over the context window, as in an \
+             agent's status): a gauge histogram, each bucket the agents at or below its bound, \
+             _count the agents, _sum their usage summed. Chart it as is; do not rate() it.",
+        );
+        histogram(
+            w,
+            "somna_agent_usage",
+            &[],
+            &USAGE_BUCKETS,
+            &agents.by_usage,
+            agents.usage_sum,
+        );
 
         header(w, "somna_ticks_total", "counter", "Agent ticks run.");
         sample(w, "somna_ticks_total", &[], gauges.ticks as f64);
@@ -266,7 +330,7 @@ impl Metrics {
             w,
             "somna_tick_lateness_seconds",
             "gauge",
-            "How late ticks fired: median, 99th percentile and maximum (quantile 1).",
+            "How late ticks fired since the node started: median, 99th percentile and maximum (quantile 1).",
         );
         for (q, d) in [
             ("0.5", gauges.tick_p50),
@@ -283,17 +347,33 @@ impl Metrics {
 
         header(
             w,
+            "somna_tick_lateness_histogram_seconds",
+            "histogram",
+            "How late ticks fired, as a histogram: its rates give the lateness over any time window.",
+        );
+        let lateness_bounds = LATENESS_BUCKETS_US.map(|us| us as f64 / 1e6);
+        histogram(
+            w,
+            "somna_tick_lateness_histogram_seconds",
+            &[],
+            &lateness_bounds,
+            &gauges.tick_lateness.buckets,
+            gauges.tick_lateness.sum.as_secs_f64(),
+        );
+
+        header(
+            w,
             "somna_compactions_total",
             "counter",
             "Compactions by trigger and outcome.",
         );
-        for (ti, t) in TRIGGERS.iter().enumerate() {
+        for (ti, t) in Trigger::ALL.iter().enumerate() {
             for (oi, o) in OUTCOMES.iter().enumerate() {
                 sample(
                     w,
                     "somna_compactions_total",
                     &[("trigger", t.as_str()), ("outcome", o)],
-                    m.compactions[ti][oi].load(Ordering::Relaxed) as f64,
+                    load(&m.compactions[ti][oi]),
                 );
             }
         }
@@ -308,7 +388,7 @@ impl Metrics {
             w,
             "somna_compaction_tokens_saved_total",
             &[],
-            m.tokens_saved.load(Ordering::Relaxed) as f64,
+            load(&m.tokens_saved),
         );
 
         header(
@@ -317,8 +397,13 @@ impl Metrics {
             "counter",
             "Runtime events by type.",
         );
-        for (kind, n) in snapshot(&m.events) {
-            sample(w, "somna_events_total", &[("type", kind)], n as f64);
+        for (i, kind) in Event::KINDS.iter().enumerate() {
+            sample(
+                w,
+                "somna_events_total",
+                &[("type", kind)],
+                load(&m.events[i]),
+            );
         }
 
         header(
@@ -329,34 +414,14 @@ impl Metrics {
         );
         for (pi, purpose) in Purpose::ALL.iter().enumerate() {
             let h = &m.llm[pi];
-            let mut cumulative = 0u64;
-            for (bi, bound) in LLM_LATENCY_BUCKETS.iter().enumerate() {
-                cumulative += h.buckets[bi].load(Ordering::Relaxed);
-                sample(
-                    w,
-                    "somna_llm_request_duration_seconds_bucket",
-                    &[("purpose", purpose.as_str()), ("le", &format_float(*bound))],
-                    cumulative as f64,
-                );
-            }
-            cumulative += h.buckets[LLM_LATENCY_BUCKETS.len()].load(Ordering::Relaxed);
-            sample(
+            let counts = h.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
+            histogram(
                 w,
-                "somna_llm_request_duration_seconds_bucket",
-                &[("purpose", purpose.as_str()), ("le", "+Inf")],
-                cumulative as f64,
-            );
-            sample(
-                w,
-                "somna_llm_request_duration_seconds_sum",
+                "somna_llm_request_duration_seconds",
                 &[("purpose", purpose.as_str())],
+                &LLM_LATENCY_BUCKETS,
+                &counts,
                 h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
-            );
-            sample(
-                w,
-                "somna_llm_request_duration_seconds_count",
-                &[("purpose", purpose.as_str())],
-                h.count.load(Ordering::Relaxed) as f64,
             );
         }
 
@@ -379,34 +444,32 @@ impl Metrics {
             }
         }
 
-        header(
-            w,
-            "somna_llm_prompt_tokens_total",
-            "counter",
-            "Prompt tokens of LLM requests, as the server reported them, by purpose.",
-        );
-        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
-            sample(
-                w,
+        for (name, help, counters) in [
+            (
                 "somna_llm_prompt_tokens_total",
-                &[("purpose", purpose.as_str())],
-                m.prompt_tokens[pi].load(Ordering::Relaxed) as f64,
-            );
-        }
-
-        header(
-            w,
-            "somna_llm_cached_prompt_tokens_total",
-            "counter",
-            "Prompt tokens the server served from its prompt cache (usage.prompt_tokens_details.cached_tokens), by purpose.",
-        );
-        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
-            sample(
-                w,
+                "Prompt tokens of LLM requests, as the server reported them, by purpose.",
+                &m.prompt_tokens,
+            ),
+            (
                 "somna_llm_cached_prompt_tokens_total",
-                &[("purpose", purpose.as_str())],
-                m.cached_prompt_tokens[pi].load(Ordering::Relaxed) as f64,
-            );
+                "Prompt tokens the server served from its prompt cache (usage.prompt_tokens_details.cached_tokens), by purpose.",
+                &m.cached_prompt_tokens,
+            ),
+            (
+                "somna_llm_completion_tokens_total",
+                "Completion tokens of LLM requests, as the server reported them, by purpose.",
+                &m.completion_tokens,
+            ),
+        ] {
+            header(w, name, "counter", help);
+            for (pi, purpose) in Purpose::ALL.iter().enumerate() {
+                sample(
+                    w,
+                    name,
+                    &[("purpose", purpose.as_str())],
+                    load(&counters[pi]),
+                );
+            }
         }
 
         header(
@@ -419,7 +482,7 @@ impl Metrics {
             w,
             "somna_llm_structured_output_fallbacks_total",
             &[],
-            m.structured_fallbacks.load(Ordering::Relaxed) as f64,
+            load(&m.structured_fallbacks),
         );
 
         header(
@@ -428,9 +491,11 @@ impl Metrics {
             "counter",
             "Failed LLM requests by error kind.",
         );
-        let llm_errors = snapshot(&m.llm_errors);
-        for (kind, n) in &llm_errors {
-            sample(w, "somna_llm_errors_total", &[("kind", kind)], *n as f64);
+        let mut llm_errors = 0;
+        for (i, kind) in LlmError::KINDS.iter().enumerate() {
+            let n = m.llm_errors[i].load(Ordering::Relaxed);
+            llm_errors += n;
+            sample(w, "somna_llm_errors_total", &[("kind", kind)], n as f64);
         }
 
         header(
@@ -443,19 +508,19 @@ impl Metrics {
             w,
             "somna_errors_total",
             &[("source", "agent")],
-            m.agent_errors.load(Ordering::Relaxed) as f64,
+            load(&m.agent_errors),
         );
         sample(
             w,
             "somna_errors_total",
             &[("source", "llm")],
-            llm_errors.values().sum::<u64>() as f64,
+            llm_errors as f64,
         );
         sample(
             w,
             "somna_errors_total",
             &[("source", "api")],
-            m.internal_errors.load(Ordering::Relaxed) as f64,
+            load(&m.internal_errors),
         );
 
         header(
@@ -464,8 +529,13 @@ impl Metrics {
             "counter",
             "API error responses by error code.",
         );
-        for (code, n) in snapshot(&m.api_errors) {
-            sample(w, "somna_api_errors_total", &[("code", code)], n as f64);
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
+            sample(
+                w,
+                "somna_api_errors_total",
+                &[("code", code.as_str())],
+                load(&m.api_errors[i]),
+            );
         }
 
         header(
@@ -479,7 +549,7 @@ impl Metrics {
                 w,
                 "somna_http_responses_total",
                 &[("class", class)],
-                m.responses[i].load(Ordering::Relaxed) as f64,
+                load(&m.responses[i]),
             );
         }
 
@@ -506,13 +576,13 @@ impl Metrics {
             w,
             "somna_events_missed_total",
             &[("consumer", "metrics")],
-            m.missed_by_metrics.load(Ordering::Relaxed) as f64,
+            load(&m.missed_by_metrics),
         );
         sample(
             w,
             "somna_events_missed_total",
             &[("consumer", "sse")],
-            m.missed_by_sse.load(Ordering::Relaxed) as f64,
+            load(&m.missed_by_sse),
         );
         out
     }
@@ -536,6 +606,33 @@ impl Drop for SseClientGuard {
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
     let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// The `_bucket` (cumulative, `le` last among the labels), `_sum` and `_count` samples of the
+/// histogram `name` whose buckets' upper `bounds` hold `counts` (not cumulative; one more than the
+/// bounds, for `+Inf`).
+fn histogram(
+    out: &mut String,
+    name: &str,
+    labels: &[(&str, &str)],
+    bounds: &[f64],
+    counts: &[u64],
+    sum: f64,
+) {
+    debug_assert_eq!(counts.len(), bounds.len() + 1);
+    let bucket = format!("{name}_bucket");
+    let mut cumulative = 0u64;
+    for (i, n) in counts.iter().enumerate() {
+        cumulative += n;
+        let le = bounds
+            .get(i)
+            .map_or_else(|| "+Inf".to_string(), |b| format_float(*b));
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        sample(out, &bucket, &with_le, cumulative as f64);
+    }
+    sample(out, &format!("{name}_sum"), labels, sum);
+    sample(out, &format!("{name}_count"), labels, cumulative as f64);
 }
 
 fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
@@ -677,12 +774,22 @@ mod tests {
         metrics.observe_response(500, Some(ErrorCode::Internal));
         metrics.missed_events(true, 7);
         let _client = metrics.sse_client();
+        let ticks = somna_runtime::stats::TickStats::default();
+        for us in [90, 128, 700, 4096, 30_000] {
+            ticks.record(Duration::from_micros(us));
+        }
+        let agents = somna_runtime::gauges::AgentGauges::new();
+        let _a = agents.register(AgentState::Idle, 0.05);
+        let _b = agents.register(AgentState::Stepping, 0.72);
+        let _c = agents.register(AgentState::WaitingForTools, 0.81);
         let text = metrics.render(&RuntimeGauges {
             agents: 3,
             ticks: 1234,
             tick_p50: Duration::from_micros(128),
             tick_p99: Duration::from_micros(4096),
             tick_max: Duration::from_millis(30),
+            tick_lateness: ticks.histogram(),
+            agent_gauges: agents.snapshot(),
         });
         insta::assert_snapshot!(text);
         assert_eq!(metrics.compactions_completed(Trigger::Manual), 1);
@@ -754,9 +861,53 @@ mod tests {
             "somna_llm_cached_prompt_tokens_total{purpose=\"chat\"} 60\n",
             "somna_llm_prompt_tokens_total{purpose=\"summarize\"} 100\n",
             "somna_llm_cached_prompt_tokens_total{purpose=\"score\"} 0\n",
+            "somna_llm_completion_tokens_total{purpose=\"chat\"} 5\n",
+            "somna_llm_completion_tokens_total{purpose=\"summarize\"} 5\n",
+            "somna_llm_completion_tokens_total{purpose=\"score\"} 0\n",
+            "somna_llm_errors_total{kind=\"config\"} 0\n",
             "somna_llm_structured_output_fallbacks_total 0\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    /// Every label value of a closed set is there from the start, at 0, so a query never misses a
+    /// series because nothing happened yet.
+    #[test]
+    fn closed_label_sets_start_at_zero() {
+        let text = Metrics::new().render(&RuntimeGauges::default());
+        let mut expected: Vec<String> = Vec::new();
+        for kind in Event::KINDS {
+            expected.push(format!("somna_events_total{{type=\"{kind}\"}} 0\n"));
+        }
+        for kind in LlmError::KINDS {
+            expected.push(format!("somna_llm_errors_total{{kind=\"{kind}\"}} 0\n"));
+        }
+        for code in ErrorCode::ALL {
+            expected.push(format!("somna_api_errors_total{{code=\"{code}\"}} 0\n"));
+        }
+        for state in AgentState::ALL {
+            expected.push(format!("somna_agents_by_state{{state=\"{state}\"}} 0\n"));
+        }
+        for trigger in Trigger::ALL {
+            for outcome in OUTCOMES {
+                expected.push(format!(
+                    "somna_compactions_total{{trigger=\"{trigger}\",outcome=\"{outcome}\"}} 0\n"
+                ));
+            }
+        }
+        for purpose in Purpose::ALL {
+            expected.push(format!(
+                "somna_llm_completion_tokens_total{{purpose=\"{purpose}\"}} 0\n"
+            ));
+        }
+        expected.push("somna_agent_usage_bucket{le=\"0.7\"} 0\n".into());
+        expected.push("somna_agent_usage_bucket{le=\"0.8\"} 0\n".into());
+        expected.push("somna_agent_usage_count 0\n".into());
+        expected.push("somna_tick_lateness_histogram_seconds_bucket{le=\"0.0001\"} 0\n".into());
+        expected.push("somna_tick_lateness_histogram_seconds_count 0\n".into());
+        for line in &expected {
+            assert!(text.contains(line.as_str()), "missing {line:?} in\n{text}");
         }
     }
 

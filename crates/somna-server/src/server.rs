@@ -83,6 +83,7 @@ impl Server {
                 .app_data(state.clone())
                 .wrap(from_fn(auth::middleware))
                 .wrap(NormalizePath::trim())
+                .configure(crate::console::configure)
                 .configure(routes::configure)
         })
         .workers(options.workers)

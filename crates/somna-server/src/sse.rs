@@ -7,6 +7,7 @@
 //! `data: {"type":"lagged","missed":N}` and the stream goes on with the newest events; it is never
 //! dropped for lagging. The stream ends when the server shuts down.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use actix_web::web::Bytes;
 use futures::Stream;
 use somna_core::AgentId;
 use somna_runtime::Stamped;
+use somna_store::{LoggedEvent, Store};
 use tokio::sync::{broadcast, watch};
 
 use crate::metrics::{Metrics, SseClientGuard};
@@ -36,30 +38,6 @@ impl EventFilter {
     }
 }
 
-/// Every event `type` the runtime emits (`Event::kind`), the names `?types=` accepts. An unknown
-/// name is a 400, so that a typo never makes a stream silently empty. A new `Event` variant adds its
-/// name here (the test `event_types_are_the_runtimes` stops compiling until it does).
-pub(crate) const EVENT_TYPES: &[&str] = &[
-    "compaction_started",
-    "compaction_completed",
-    "compaction_skipped",
-    "compaction_failed",
-    "emergency_triggered",
-    "uncompacted",
-    "sleep_started",
-    "consolidation_completed",
-    "sleep_completed",
-    "agent_replied",
-    "tool_call_requested",
-    "tool_call_timed_out",
-    "warning",
-    "error",
-    "emergency_stuck",
-    "reply_truncated",
-    "turn_failed",
-    "tool_rounds_exhausted",
-];
-
 /// The first bytes of every stream.
 pub(crate) const CONNECTED: &str = ": connected\n\n";
 /// The keep-alive comment.
@@ -75,6 +53,15 @@ struct State {
     _client: SseClientGuard,
 }
 
+/// A timer that first fires one `period` from now (at least 10 ms), then every period; missed
+/// ticks are delayed, not bunched.
+fn every(period: Duration) -> tokio::time::Interval {
+    let period = period.max(Duration::from_millis(10));
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval
+}
+
 /// The SSE body for one subscriber: its events as they come, keep-alives, `lagged` notices; it ends
 /// when `shutdown` turns true (or the runtime's event bus closes).
 pub(crate) fn event_stream(
@@ -84,13 +71,10 @@ pub(crate) fn event_stream(
     shutdown: watch::Receiver<bool>,
     metrics: Metrics,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + 'static {
-    let period = keep_alive.max(Duration::from_millis(10));
-    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let state = State {
         rx,
         filter,
-        keep_alive: interval,
+        keep_alive: every(keep_alive),
         shutdown,
         _client: metrics.sse_client(),
         metrics,
@@ -135,6 +119,137 @@ pub(crate) fn event_stream(
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
+                _ = s.keep_alive.tick() => {
+                    return Some((Ok(Bytes::from_static(KEEP_ALIVE.as_bytes())), s));
+                }
+            }
+        }
+    })
+}
+
+/// How often a log stream reads the store when no live event woke it: events another node logs
+/// while the NATS fan-out is down still arrive within this.
+pub(crate) const LOG_POLL: Duration = Duration::from_secs(1);
+/// Most events a log stream reads from the store at once.
+const LOG_BATCH: usize = 100;
+
+struct LogState {
+    store: Store,
+    agent: AgentId,
+    /// The seq of the last event sent (`None`: from the first event on).
+    cursor: Option<u64>,
+    pending: VecDeque<LoggedEvent>,
+    rx: broadcast::Receiver<Stamped>,
+    /// The live events still come (the bus is open).
+    live: bool,
+    poll: tokio::time::Interval,
+    keep_alive: tokio::time::Interval,
+    shutdown: watch::Receiver<bool>,
+    started: bool,
+    /// Read the store before waiting (at the start, and after a full batch).
+    read_now: bool,
+    _client: SseClientGuard,
+}
+
+impl LogState {
+    /// The next events after the cursor, from the store (off the async workers: a Postgres read
+    /// blocks). A failed read is logged and retried at the next wake-up.
+    async fn read(&mut self) {
+        let (store, agent, cursor) = (self.store.clone(), self.agent.clone(), self.cursor);
+        let read = actix_web::rt::task::spawn_blocking(move || {
+            store.events_after(&agent, cursor, LOG_BATCH)
+        })
+        .await;
+        match read {
+            Ok(Ok(events)) => {
+                self.read_now = events.len() == LOG_BATCH;
+                if let Some(last) = events.last() {
+                    self.cursor = Some(last.seq);
+                }
+                self.pending.extend(events);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(agent = %self.agent, error = %e, "cannot read the event log for SSE")
+            }
+            Err(e) => {
+                tracing::warn!(agent = %self.agent, error = %e, "the event log read panicked")
+            }
+        }
+    }
+}
+
+/// The SSE body of one agent's durable event log (`GET /v1/agents/{id}/events` with `Accept:
+/// text/event-stream`): every logged event after `cursor` (`None`: from the first), oldest first,
+/// then each new one as it is logged, as `id: <seq>` and `data: <LoggedEvent json>`. The `id` is
+/// what a client sends back as `Last-Event-ID` to resume after a disconnect, on this node or any
+/// other of a cluster, without a gap or a repeat. Live events of the agent (this node's, or any
+/// node's through the cluster's fan-out) wake it; a poll every [`LOG_POLL`] covers the rest.
+pub(crate) fn log_stream(
+    store: Store,
+    agent: AgentId,
+    cursor: Option<u64>,
+    rx: broadcast::Receiver<Stamped>,
+    keep_alive: Duration,
+    shutdown: watch::Receiver<bool>,
+    metrics: &Metrics,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + 'static {
+    let state = LogState {
+        store,
+        agent,
+        cursor,
+        pending: VecDeque::new(),
+        rx,
+        live: true,
+        poll: every(LOG_POLL),
+        keep_alive: every(keep_alive),
+        shutdown,
+        started: false,
+        read_now: true,
+        _client: metrics.sse_client(),
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        if !s.started {
+            s.started = true;
+            return Some((Ok(Bytes::from_static(CONNECTED.as_bytes())), s));
+        }
+        loop {
+            if *s.shutdown.borrow() {
+                return None;
+            }
+            if let Some(event) = s.pending.pop_front() {
+                match serde_json::to_string(&event) {
+                    Ok(json) => {
+                        s.keep_alive.reset();
+                        let frame = format!("id: {}\ndata: {json}\n\n", event.seq);
+                        return Some((Ok(Bytes::from(frame)), s));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot serialize a logged event for SSE");
+                        continue;
+                    }
+                }
+            }
+            if s.read_now {
+                s.read().await;
+                if !s.pending.is_empty() {
+                    continue;
+                }
+            }
+            tokio::select! {
+                biased;
+                changed = s.shutdown.changed() => {
+                    if changed.is_err() || *s.shutdown.borrow() {
+                        return None;
+                    }
+                }
+                received = s.rx.recv(), if s.live => match received {
+                    Ok(stamped) => s.read_now |= stamped.event.agent() == &s.agent,
+                    // Missed live events may have been this agent's: read to be sure.
+                    Err(broadcast::error::RecvError::Lagged(_)) => s.read_now = true,
+                    // No live events any more (the runtime is stopping): the poll goes on.
+                    Err(broadcast::error::RecvError::Closed) => s.live = false,
+                },
+                _ = s.poll.tick() => s.read_now = true,
                 _ = s.keep_alive.tick() => {
                     return Some((Ok(Bytes::from_static(KEEP_ALIVE.as_bytes())), s));
                 }
@@ -259,129 +374,5 @@ mod tests {
             next_text(&mut s).await,
             "data: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
         );
-    }
-
-    /// The `type` of `event` as [`EVENT_TYPES`] spells it. The match is exhaustive: a new `Event`
-    /// variant does not compile here until it is given a name in [`EVENT_TYPES`].
-    fn listed_type(event: &Event) -> &'static str {
-        let i = match event {
-            Event::CompactionStarted { .. } => 0,
-            Event::CompactionCompleted { .. } => 1,
-            Event::CompactionSkipped { .. } => 2,
-            Event::CompactionFailed { .. } => 3,
-            Event::EmergencyTriggered { .. } => 4,
-            Event::Uncompacted { .. } => 5,
-            Event::SleepStarted { .. } => 6,
-            Event::ConsolidationCompleted { .. } => 7,
-            Event::SleepCompleted { .. } => 8,
-            Event::AgentReplied { .. } => 9,
-            Event::ToolCallRequested { .. } => 10,
-            Event::ToolCallTimedOut { .. } => 11,
-            Event::Warning { .. } => 12,
-            Event::Error { .. } => 13,
-            Event::EmergencyStuck { .. } => 14,
-            Event::ReplyTruncated { .. } => 15,
-            Event::TurnFailed { .. } => 16,
-            Event::ToolRoundsExhausted { .. } => 17,
-        };
-        EVENT_TYPES[i]
-    }
-
-    #[test]
-    fn event_types_are_the_runtimes() {
-        let agent = AgentId::new("smith").unwrap();
-        let trigger = somna_core::record::Trigger::Manual;
-        let events = [
-            Event::CompactionStarted {
-                agent: agent.clone(),
-                trigger,
-                usage: 0.5,
-            },
-            Event::CompactionSkipped {
-                agent: agent.clone(),
-                trigger,
-                reason: "r".into(),
-                usage: 0.5,
-            },
-            Event::CompactionFailed {
-                agent: agent.clone(),
-                trigger,
-                reason: "r".into(),
-            },
-            Event::EmergencyTriggered {
-                agent: agent.clone(),
-                usage: 0.9,
-            },
-            Event::Uncompacted {
-                agent: agent.clone(),
-                summary_seq: 1,
-                restored: 2,
-            },
-            Event::SleepStarted {
-                agent: agent.clone(),
-            },
-            Event::ConsolidationCompleted {
-                agent: agent.clone(),
-                entries: 1,
-                facts: 1,
-                reflections: 0,
-            },
-            Event::SleepCompleted {
-                agent: agent.clone(),
-            },
-            Event::AgentReplied {
-                agent: agent.clone(),
-                seq: 1,
-                text: "t".into(),
-                usage: somna_runtime::ChatUsage::default(),
-            },
-            Event::ToolCallRequested {
-                agent: agent.clone(),
-                call_id: "c".into(),
-                name: "n".into(),
-                arguments: "{}".into(),
-            },
-            Event::ToolCallTimedOut {
-                agent: agent.clone(),
-                call_id: "c".into(),
-                name: "n".into(),
-            },
-            Event::Warning {
-                agent: agent.clone(),
-                message: "m".into(),
-            },
-            Event::Error {
-                agent: agent.clone(),
-                message: "m".into(),
-            },
-            Event::EmergencyStuck {
-                agent: agent.clone(),
-                usage: 0.9,
-                threshold: 0.8,
-                reason: "r".into(),
-            },
-            Event::ReplyTruncated {
-                agent: agent.clone(),
-                seq: 1,
-                tokens: 900,
-                kept: 512,
-            },
-            Event::TurnFailed {
-                agent: agent.clone(),
-                attempts: 3,
-                reason: "r".into(),
-            },
-            Event::ToolRoundsExhausted { agent, rounds: 4 },
-        ];
-        for event in &events {
-            assert_eq!(listed_type(event), event.kind());
-            let json = serde_json::to_value(event).unwrap();
-            assert_eq!(json["type"], event.kind());
-        }
-        // Every name is distinct, so the index of each variant is its own.
-        let mut names = EVENT_TYPES.to_vec();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), EVENT_TYPES.len());
     }
 }

@@ -366,6 +366,12 @@ async fn unknown_paths_methods_and_parameters() {
         .await
         .expect(405, Some("method_not_allowed"));
     assert_eq!(e["error"]["message"], "/v1/agents does not take PUT");
+    let put = s.call(Method::PUT, "/v1/agents/wren", None).await;
+    put.expect(405, Some("method_not_allowed"));
+    assert_eq!(
+        put.headers["allow"], "GET, DELETE",
+        "a 405 lists the methods taken"
+    );
     s.post("/v1/agents/wren/history", "{}")
         .await
         .expect(405, Some("method_not_allowed"));
@@ -437,5 +443,24 @@ async fn input_over_the_agents_limit_is_refused_with_413() {
     // Input within the limit is taken.
     s.input("wren", json!({"type": "user", "content": "Good morning."}))
         .await;
+    s.stop().await;
+}
+
+#[actix_rt::test]
+async fn the_openapi_document_is_served() {
+    let s = TestServer::start(FAST).await;
+    let answer = s.get("/v1/openapi.json").await;
+    let doc = answer.expect(200, None);
+    assert_eq!(answer.headers["content-type"], "application/json");
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        doc,
+        serde_json::to_value(somna_server::openapi::document()).unwrap()
+    );
+    assert!(doc["paths"]["/v1/agents/{id}/input"]["post"].is_object());
+    s.get("/v1/openapi.json?x=1")
+        .await
+        .expect(400, Some("bad_request"));
     s.stop().await;
 }

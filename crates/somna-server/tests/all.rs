@@ -3,9 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod agents;
+mod dashboard;
 mod edges;
 mod fuzz;
 mod llm_usage;
+mod metrics;
 mod python;
 mod reads;
 mod security;

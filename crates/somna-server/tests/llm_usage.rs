@@ -109,6 +109,15 @@ async fn cached_tokens_reach_status_events_and_metrics() {
         ),
         cached as f64
     );
+    // Completion tokens are the stub's count of the two replies.
+    assert_eq!(
+        sample(
+            &metrics,
+            "somna_llm_completion_tokens_total{purpose=\"chat\"}"
+        ),
+        f64::from(2 * stub.tokens_of("Good day to you, Tobias.")),
+        "{metrics}"
+    );
 
     // The chat turns carried the agent's stable cache key (the same both times, not its id).
     let keys: Vec<Value> = stub

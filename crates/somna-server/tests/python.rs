@@ -24,11 +24,7 @@ async fn python_host_example_runs_against_the_api() {
         let offers_door = req.body["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "open_door"));
-        let is_summary_request = req.messages().iter().any(|m| {
-            m["content"]
-                .as_str()
-                .is_some_and(|c| c.contains("<transcript>"))
-        });
+        let is_summary_request = req.asks_for_summary();
         if is_summary_request {
             Reply::text(
                 "## Topic arc\n- Tobias the miller talked about the mill wheel.\n\

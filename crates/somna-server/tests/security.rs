@@ -27,6 +27,7 @@ async fn bearer_token_is_required_except_for_healthz() {
     for path in [
         "/v1/agents",
         "/metrics",
+        "/v1/openapi.json",
         "/v1/events",
         "/v1/agents/ghost",
         "/v1/nope",

@@ -212,3 +212,94 @@ async fn shutdown_ends_event_streams() {
     stopping.await.unwrap();
     assert!(runtime.agent_ids().is_empty());
 }
+
+/// An agent's durable event log as SSE: `id:` is the event's seq, the stream follows the log, and
+/// a client that reconnects with `Last-Event-ID` gets exactly the events after it.
+#[actix_rt::test]
+async fn the_event_log_streams_and_resumes_from_last_event_id() {
+    let s = TestServer::start(FAST).await;
+    s.create("wren").await;
+    let sleep = || async {
+        s.post("/v1/agents/wren/sleep", "{}")
+            .await
+            .expect(200, None);
+    };
+    sleep().await;
+    sleep().await;
+    let logged = s.get("/v1/agents/wren/events").await.expect(200, None);
+    let seqs: Vec<u64> = logged["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .rev()
+        .collect();
+    assert!(seqs.len() >= 2, "{logged}");
+    let first = seqs[0];
+
+    // From a seq: everything after it, oldest first, each with its seq as the id.
+    let mut from_first = s
+        .sse_with(&format!("/v1/agents/wren/events?after={first}"), &[])
+        .await;
+    for &seq in &seqs[1..] {
+        let e = from_first.next_event().await.unwrap();
+        assert_eq!(e["seq"].as_u64(), Some(seq), "{e}");
+        assert_eq!(
+            from_first.last_id.as_deref(),
+            Some(seq.to_string().as_str())
+        );
+    }
+    // Without a position: only what is logged from now on, as it is logged.
+    let mut tail = s.sse_with("/v1/agents/wren/events", &[]).await;
+    sleep().await;
+    let new = tail.until(|e| e["event"]["type"] == "sleep").await;
+    let new_seq = new["seq"].as_u64().unwrap();
+    assert!(new_seq > *seqs.last().unwrap(), "{new}");
+    assert!(new["event"]["next"].as_u64().unwrap() > 0, "{new}");
+    // The first stream follows too: the same event, next in line.
+    let followed = from_first
+        .until(|e| e["seq"].as_u64() == Some(new_seq))
+        .await;
+    assert_eq!(followed, new);
+
+    // A reconnect with Last-Event-ID (it wins over `after`) resumes right after it.
+    let resume = seqs[seqs.len() - 1].to_string();
+    let mut resumed = s
+        .sse_with(
+            "/v1/agents/wren/events?after=0",
+            &[("last-event-id", resume.as_str())],
+        )
+        .await;
+    let e = resumed.next_event().await.unwrap();
+    assert_eq!(e["seq"].as_u64(), Some(new_seq), "{e}");
+
+    // Bad positions are named.
+    let ask = |header: Option<(&'static str, &'static str)>, path: &'static str| {
+        let mut req = s
+            .client
+            .get(format!("{}{path}", s.base))
+            .header("accept", "text/event-stream");
+        if let Some((name, value)) = header {
+            req = req.header(name, value);
+        }
+        async move { crate::support::answer(req.send().await.unwrap()).await }
+    };
+    let cases = [
+        (
+            Some(("last-event-id", "yesterday")),
+            "/v1/agents/wren/events",
+            400,
+            "bad_request",
+        ),
+        (None, "/v1/agents/wren/events?after=-1", 400, "bad_request"),
+        (None, "/v1/agents/nobody/events", 404, "unknown_agent"),
+    ];
+    for (header, path, status, code) in cases {
+        let a = ask(header, path).await;
+        a.expect(status, Some(code));
+        if header.is_some() {
+            assert!(a.text.contains("Last-Event-ID"), "{}", a.text);
+        }
+    }
+    s.stop().await;
+}

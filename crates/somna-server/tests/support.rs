@@ -63,6 +63,22 @@ parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }}
     )
 }
 
+/// A stub LLM server that answers summary requests with a short summary of Tobias's rye harvest
+/// and every chat turn with `reply`.
+pub fn summarizing_stub(reply: &'static str) -> StubLlmServer {
+    let stub = StubLlmServer::start();
+    stub.set_default_fn(move |req| {
+        if req.asks_for_summary() {
+            somna_testkit::Reply::text(
+                "## Topic arc\n- Tobias talked about the rye harvest.\n## Decisions\n(none)",
+            )
+        } else {
+            somna_testkit::Reply::text(reply)
+        }
+    });
+    stub
+}
+
 /// How long any wait in a test may take before it fails (a hang guard, not a timing assertion).
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -262,7 +278,18 @@ impl TestServer {
 
     /// Opens the SSE stream at `path` (with the token).
     pub async fn sse(&self, path: &str) -> Sse {
-        let mut req = self.client.get(format!("{}{path}", self.base));
+        self.sse_with(path, &[]).await
+    }
+
+    /// Opens the SSE stream at `path` with `Accept: text/event-stream` and `headers`.
+    pub async fn sse_with(&self, path: &str, headers: &[(&str, &str)]) -> Sse {
+        let mut req = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header("accept", "text/event-stream");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
@@ -276,6 +303,7 @@ impl TestServer {
             response,
             buffer: String::new(),
             comments: Vec::new(),
+            last_id: None,
         };
         // The stream opens with a comment: once it is here, the subscription exists.
         let first = sse.next_frame().await.expect("the stream ended at once");
@@ -332,6 +360,8 @@ pub struct Sse {
     buffer: String,
     /// Comments seen by `next_event` (keep-alives).
     pub comments: Vec<String>,
+    /// The `id:` of the last frame that had one.
+    pub last_id: Option<String>,
 }
 
 impl Sse {
@@ -343,6 +373,9 @@ impl Sse {
                 let frame = frame.trim_end();
                 if let Some(comment) = frame.strip_prefix(':') {
                     return Some(Frame::Comment(comment.trim().to_string()));
+                }
+                if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id:")) {
+                    self.last_id = Some(id.trim().to_string());
                 }
                 let data: String = frame
                     .lines()

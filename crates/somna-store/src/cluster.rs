@@ -357,7 +357,13 @@ impl Store {
                 reason: "statement_timeout must be above zero".to_string(),
             });
         }
-        let db = PgDb::open(url, &options.schema, options.pool_size, false, true)?;
+        let db = PgDb::open(
+            url,
+            &options.schema,
+            options.pool_size,
+            false,
+            Some(cluster.statement_timeout),
+        )?;
         db.set_cluster_timeout(cluster.statement_timeout);
         let membership = Membership {
             node: cluster.node,

@@ -344,7 +344,7 @@ impl Store {
     /// up to 5 s for another holder, then fails with a [`StorageError`](crate::StorageError) that
     /// `is_locked`. Errors name the host, port and database, never the password.
     pub fn open_postgres(url: &str, options: PostgresOptions) -> Result<Store> {
-        let db = PgDb::open(url, &options.schema, options.pool_size, false, false)?;
+        let db = PgDb::open(url, &options.schema, options.pool_size, false, None)?;
         Self::from_db(Db::Postgres(db))
     }
 
@@ -357,7 +357,7 @@ impl Store {
     /// [`Store::open_postgres`] of `schema` (with 4 connections), dropping the schema (best effort)
     /// when the last handle drops: tests that reopen a schema by name, then discard it.
     pub fn temporary_postgres_in(url: &str, schema: &str) -> Result<Store> {
-        let db = PgDb::open(url, schema, 4, true, false)?;
+        let db = PgDb::open(url, schema, 4, true, None)?;
         Self::from_db(Db::Postgres(db))
     }
 
@@ -515,15 +515,29 @@ impl Store {
         id: &AgentId,
         change: impl FnOnce(&mut AgentRecord),
     ) -> Result<AgentRecord> {
+        self.update_record_with(id, |record, _| {
+            change(record);
+            Ok(())
+        })
+        .map(|(record, ())| record)
+    }
+
+    /// Changes the agent's record with `change`, which may add writes of its own, and commits
+    /// them with the record in one transaction; the new record and what `change` returned.
+    pub(crate) fn update_record_with<T>(
+        &self,
+        id: &AgentId,
+        change: impl FnOnce(&mut AgentRecord, &mut WriteSet) -> Result<T>,
+    ) -> Result<(AgentRecord, T)> {
         let state = self.state(id)?;
         let mut guard = state.lock();
         let mut next = guard.clone();
-        change(&mut next);
-        let mut writes = WriteSet::with_capacity(1);
+        let mut writes = WriteSet::with_capacity(2);
+        let out = change(&mut next, &mut writes)?;
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         state.publish(&mut guard, next.clone());
-        Ok(next)
+        Ok((next, out))
     }
 
     // --- shared machinery ---------------------------------------------------------------------

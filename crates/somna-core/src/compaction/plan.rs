@@ -52,6 +52,7 @@ pub struct Skip {
 
 /// Why a compaction was skipped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum SkipReason {
     /// Compaction is disabled for this agent (manual compaction still runs).

@@ -52,11 +52,43 @@ pub const BUILTIN_TOOLS: &[&str] = &["journal_add", "recall"];
 /// The smallest `max_context_tokens` (and `summarizer_context_tokens`) accepted.
 pub const MIN_CONTEXT_TOKENS: u32 = 256;
 
+/// The OpenAPI schema of a duration in a config (the API's document names it `Duration`): a
+/// humantime string, `20ms`, `6h`, `1h 30m`, as `humantime_serde` reads and writes it.
+#[cfg(feature = "openapi")]
+#[derive(Debug)]
+pub struct DurationSchema;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for DurationSchema {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        const UNIT: &str = "(nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|\
+minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|\
+years|year|yrs|yr|y)";
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "A duration: numbers with units, `20ms`, `6h`, `1h 30m` (humantime)",
+            ))
+            .pattern(Some(format!("^\\s*([0-9]+(\\.[0-9]+)?\\s*{UNIT}\\s*)+$")))
+            .examples(["1s", "1h 30m"])
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for DurationSchema {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+}
+
 /// Caps, in tokens, of each section of a compaction summary.
 ///
 /// In a file, a `sections` table replaces the lower layer's caps as a whole; caps it does not name
 /// take their built-in defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct SectionCaps {
     /// What the conversation was about and how it moved.
@@ -96,6 +128,7 @@ impl Default for SectionCaps {
 
 /// How notable facts and importance scores are produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Scorer {
     /// Deterministic keyword/shape heuristics, no LLM call.
@@ -107,6 +140,7 @@ pub enum Scorer {
 
 /// The resolved compaction settings of one agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionConfig {
     /// `false` turns off sleep and emergency compaction; manual still works.
     pub enabled: bool,
@@ -269,8 +303,10 @@ impl Default for CompactionConfig {
 
 /// The resolved memory/sleep settings of one agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemoryConfig {
     /// Consolidation considers journal entries at or above this importance (1–10).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10))]
     pub min_importance: u8,
     /// How importance is scored.
     pub importance: Scorer,
@@ -299,9 +335,11 @@ impl Default for MemoryConfig {
 
 /// A tool the host program defines; calls to it are handed to the host as events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// The name the model calls it by: 1–64 characters from `[A-Za-z0-9_-]`, not a builtin's name.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_-]{1,64}$"))]
     pub name: String,
     /// What the tool does, for the model.
     #[serde(default)]
@@ -312,12 +350,42 @@ pub struct ToolSpec {
         default = "ToolSpec::default_parameters",
         deserialize_with = "parameters_as_json"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = ToolParametersSchema))]
     pub parameters: String,
 }
 
 impl ToolSpec {
     fn default_parameters() -> String {
         r#"{"type":"object","properties":{}}"#.to_string()
+    }
+}
+
+/// The OpenAPI schema of [`ToolSpec::parameters`] (the API's document names it
+/// `ToolParameters`): JSON text, or an object that is turned into it (what `parameters_as_json`
+/// reads); it is always written as text.
+#[cfg(feature = "openapi")]
+#[derive(Debug)]
+pub struct ToolParametersSchema;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ToolParametersSchema {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Object))
+            .description(Some(
+                "The JSON Schema of the arguments: JSON text, or an object (read as its text); \
+always written as text",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ToolParametersSchema {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "ToolParameters".into()
     }
 }
 
@@ -338,6 +406,7 @@ fn parameters_as_json<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Stri
 /// Config changes of one agent; every field optional. Used for `[defaults.compaction]`,
 /// `[[agents]]` entries, CLI overrides and run-time changes (persisted in `AgentRecord`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct CompactionOverrides {
     /// See [`CompactionConfig::enabled`].
@@ -384,9 +453,11 @@ pub struct CompactionOverrides {
 
 /// Memory overrides; every field optional.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryOverrides {
     /// See [`MemoryConfig::min_importance`].
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10))]
     pub min_importance: Option<u8>,
     /// See [`MemoryConfig::importance`].
     pub importance: Option<Scorer>,
@@ -400,6 +471,7 @@ pub struct MemoryOverrides {
 
 /// Per-agent changes over the defaults; every field optional.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentOverrides {
     /// See [`AgentConfig::persona`].
@@ -408,15 +480,19 @@ pub struct AgentOverrides {
     pub model: Option<String>,
     /// See [`AgentConfig::tick_every`].
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
     pub tick_every: Option<Duration>,
     /// See [`AgentConfig::sleep_every`].
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
     pub sleep_every: Option<Duration>,
     /// See [`AgentConfig::sleep_jitter`].
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
     pub sleep_jitter: Option<Duration>,
     /// See [`AgentConfig::tool_timeout`].
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
     pub tool_timeout: Option<Duration>,
     /// Compaction changes.
     pub compaction: CompactionOverrides,
@@ -735,6 +811,7 @@ impl Default for ClusterSection {
 
 /// The fully resolved config of one agent: no `Option` left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentConfig {
     /// The agent's id.
     pub id: AgentId,
@@ -744,15 +821,19 @@ pub struct AgentConfig {
     pub model: String,
     /// How often the agent's loop runs (emergency check, pending input, maybe an LLM call).
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub tick_every: Duration,
     /// How often the agent sleeps (consolidation, then compaction at the sleep threshold).
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub sleep_every: Duration,
     /// Up to this much random delay is added to each sleep, so agents do not sleep at once.
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub sleep_jitter: Duration,
     /// How long a host-defined tool call may wait for the host's result.
     #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = DurationSchema))]
     pub tool_timeout: Duration,
     /// Compaction settings.
     pub compaction: CompactionConfig,

@@ -39,6 +39,7 @@ use somna_store::{Store, StoreError, UncompactOutcome};
 use crate::clock::Clock;
 use crate::compactor::Compactor;
 use crate::events::{Event, EventBus};
+use crate::gauges::{AgentGauge, AgentGauges};
 use crate::tools;
 use job::JobContext;
 
@@ -63,6 +64,8 @@ pub struct AgentDeps {
     pub compactor: Compactor,
     pub events: EventBus,
     pub clock: Clock,
+    /// The runtime's agent gauges: each agent keeps its state and usage counted there.
+    pub gauges: AgentGauges,
 }
 
 /// One hosted agent.
@@ -80,6 +83,8 @@ pub struct Agent {
     persona_tokens: u64,
     calibration: Calibration,
     state: AgentState,
+    /// The agent's place in the runtime's gauges (its state and usage), moved with them.
+    gauge: Arc<AgentGauge>,
     needs_reply: bool,
     /// A turn ended without the reply it owed (see [`AgentStatus::reply_owed`]).
     reply_owed: bool,
@@ -106,6 +111,25 @@ impl Agent {
     pub fn load(base: AgentConfig, deps: AgentDeps) -> Result<Self, AgentLoadError> {
         let now = deps.clock.now();
         let record = deps.store.ensure_agent(&base.id, now)?;
+        Self::from_record(base, deps, record, true)
+    }
+
+    /// The agent as its stored state has it, to answer for it where it is not hosted (another
+    /// node of a cluster runs it): writes nothing. `None` when the store does not know it.
+    pub fn peek(base: AgentConfig, deps: AgentDeps) -> Result<Option<Self>, AgentLoadError> {
+        let Some(record) = deps.store.agent(&base.id)? else {
+            return Ok(None);
+        };
+        Self::from_record(base, deps, record, false).map(Some)
+    }
+
+    fn from_record(
+        base: AgentConfig,
+        deps: AgentDeps,
+        record: somna_core::AgentRecord,
+        hosting: bool,
+    ) -> Result<Self, AgentLoadError> {
+        let now = deps.clock.now();
         let config = base
             .with_overrides(&record.overrides)
             .map_err(AgentLoadError::Config)?;
@@ -126,14 +150,15 @@ impl Agent {
         // node that takes over the agent's shard keeps it.
         let next_sleep_at = match record.next_sleep_at {
             Some(at) => Some(at),
-            None if deps.store.cluster().is_some() => {
+            None if hosting && deps.store.cluster().is_some() => {
                 let at = now.saturating_add(config.sleep_every);
                 deps.store.set_next_sleep(&base.id, at)?;
                 Some(at)
             }
             None => None,
         };
-        Ok(Agent {
+        let gauge = Arc::new(deps.gauges.register(state, 0.0));
+        let agent = Agent {
             next_sleep_at,
             id: base.id.clone(),
             persona_tokens: u64::from(counter.count_text(&config.persona)),
@@ -144,6 +169,7 @@ impl Agent {
             deps,
             calibration: record.calibration,
             state,
+            gauge,
             needs_reply,
             reply_owed: false,
             reply_in_job: false,
@@ -155,7 +181,9 @@ impl Agent {
             stuck_at: None,
             chat_usage: ChatUsage::default(),
             ticks: 0,
-        })
+        };
+        agent.note_usage();
+        Ok(agent)
     }
 
     /// The agent's id.
@@ -182,6 +210,26 @@ impl Agent {
     /// What it is doing.
     pub fn state(&self) -> AgentState {
         self.state
+    }
+
+    /// Its place in the runtime's agent gauges (the runtime releases it when it stops hosting the
+    /// agent).
+    pub fn gauge(&self) -> &Arc<AgentGauge> {
+        &self.gauge
+    }
+
+    /// Changes what it is doing, in its field and in the gauges.
+    fn set_state(&mut self, state: AgentState) {
+        self.state = state;
+        self.gauge.set_state(state);
+    }
+
+    /// Moves the agent to its usage bucket after something changed its usage (input, a job, an
+    /// uncompact, a config change). An unreadable usage leaves the gauge where it was.
+    fn note_usage(&self) {
+        if let Ok(usage) = self.usage() {
+            self.gauge.set_usage(usage);
+        }
     }
 
     /// What usage counts besides the live history: the persona and the working context's budget
@@ -259,11 +307,12 @@ impl Agent {
                 if self.pending_tools.is_empty() {
                     self.needs_reply = true;
                     if self.state == AgentState::WaitingForTools {
-                        self.state = AgentState::Idle;
+                        self.set_state(AgentState::Idle);
                     }
                 }
             }
         }
+        self.note_usage();
         Ok(())
     }
 
@@ -310,6 +359,7 @@ impl Agent {
         let now = self.deps.clock.now();
         self.expire_tools(now)?;
         let usage = self.usage()?;
+        self.gauge.set_usage(usage);
         let cfg = &self.config.compaction;
         let history_tokens = self.deps.store.usage_tokens(&self.id)?;
         let emergency = cfg.enabled
@@ -348,11 +398,11 @@ impl Agent {
     }
 
     fn start(&mut self, kind: JobKind) -> Job {
-        self.state = match kind {
+        self.set_state(match kind {
             JobKind::Step => AgentState::Stepping,
             JobKind::Sleep => AgentState::Sleeping,
             JobKind::Emergency { .. } | JobKind::Compact { .. } => AgentState::Compacting,
-        };
+        });
         let observations = if matches!(kind, JobKind::Step | JobKind::Emergency { .. }) {
             std::mem::take(&mut self.observations)
         } else {
@@ -434,11 +484,12 @@ impl Agent {
                 },
             );
         }
-        self.state = if self.pending_tools.is_empty() {
+        self.set_state(if self.pending_tools.is_empty() {
             AgentState::Idle
         } else {
             AgentState::WaitingForTools
-        };
+        });
+        self.note_usage();
     }
 
     /// A step that owed a reply failed: try again later, backing off, unless the error is permanent
@@ -533,7 +584,7 @@ impl Agent {
         if !expired.is_empty() && self.pending_tools.is_empty() {
             self.needs_reply = true;
             if self.state == AgentState::WaitingForTools {
-                self.state = AgentState::Idle;
+                self.set_state(AgentState::Idle);
             }
         }
         Ok(())
@@ -553,6 +604,7 @@ impl Agent {
         self.counter = TokenCounter::for_model(&config.model);
         self.persona_tokens = u64::from(self.counter.count_text(&config.persona));
         self.config = config.clone();
+        self.note_usage();
         Ok(config)
     }
 
@@ -566,6 +618,7 @@ impl Agent {
             .map_err(|crate::compactor::CompactError::Store(e)| e)?;
         if let UncompactOutcome::Restored { restored } = outcome {
             self.stuck_at = None;
+            self.note_usage();
             self.deps.events.emit(
                 now,
                 Event::Uncompacted {
@@ -583,6 +636,7 @@ impl Agent {
         let record = self.deps.store.agent(&self.id)?;
         Ok(AgentStatus {
             id: self.id.clone(),
+            host: self.deps.store.cluster().map(|c| c.node().to_string()),
             state: self.state,
             usage: self.usage()?,
             prompt_tokens: self.prompt_tokens()?,

@@ -9,16 +9,23 @@ use somna_store::StoreError;
 
 /// Input for an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Inbound {
     /// Someone speaks to the agent; it owes a reply.
     User {
+        /// Not blank.
+        #[cfg_attr(feature = "openapi", schema(pattern = "\\S"))]
         content: String,
         #[serde(default)]
         name: Option<String>,
     },
     /// Something happens in the agent's world: journaled and added to its context, no reply owed.
-    Observation { content: String },
+    Observation {
+        /// Not blank.
+        #[cfg_attr(feature = "openapi", schema(pattern = "\\S"))]
+        content: String,
+    },
     /// The host's answer to a host-defined tool call.
     ToolResult { call_id: String, content: String },
 }
@@ -58,20 +65,28 @@ pub enum InboundError {
     },
 }
 
-/// What an agent is doing right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentState {
-    Idle,
-    Stepping,
-    Compacting,
-    Sleeping,
-    /// Waiting for the host to answer tool calls.
-    WaitingForTools,
+somna_core::str_enum! {
+    /// What an agent is doing right now; its name is the one used in the API and metrics labels.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    #[serde(rename_all = "snake_case")]
+    pub enum AgentState as "agent state" {
+        /// Nothing in flight: waiting for input, a tick's step or a sleep.
+        Idle = "idle",
+        /// A step (an LLM turn, its tool rounds) is in flight.
+        Stepping = "stepping",
+        /// A compaction (emergency or asked for) is in flight.
+        Compacting = "compacting",
+        /// A sleep (consolidation, reflection, compaction) is in flight.
+        Sleeping = "sleeping",
+        /// Waiting for the host to answer tool calls.
+        WaitingForTools = "waiting_for_tools",
+    }
 }
 
 /// A host tool call the agent is waiting on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PendingTool {
     pub call_id: String,
     pub name: String,
@@ -81,8 +96,13 @@ pub struct PendingTool {
 
 /// An agent's status, for the API and the CLI (which also reads it back from the API's answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentStatus {
     pub id: AgentId,
+    /// On a cluster, the node that runs the agent (`None`: no node holds its shard right now);
+    /// outside a cluster, always `None`. Any node answers; the others read the stored state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub state: AgentState,
     /// Prompt usage, 0–1 (calibrated).
     pub usage: f64,
@@ -108,6 +128,7 @@ pub struct AgentStatus {
 /// Prompt tokens a server reported for chat calls, and how many of them it served from its
 /// prompt cache. Counted only from calls whose usage the server reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatUsage {
     /// Chat calls whose usage the server reported.
     pub calls: u64,

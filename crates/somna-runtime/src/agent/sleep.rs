@@ -2,7 +2,7 @@
 //! then compaction at the sleep threshold.
 
 use somna_core::record::Trigger;
-use somna_core::{Fact, JournalEntry, JournalQuery, SourceType};
+use somna_core::{EventRecord, Fact, JournalEntry, JournalQuery, SourceType};
 use somna_llm::prompts::{self, Consolidation};
 
 use super::job::{JobContext, JobError, JobOutcome, SleepFailure};
@@ -22,6 +22,12 @@ impl JobContext {
         self.emit(Event::SleepStarted {
             agent: self.id.clone(),
         });
+        // The due time this sleep serves (the durable schedule's), recorded with its end.
+        let due = self
+            .deps
+            .store
+            .agent(&self.id)?
+            .and_then(|r| r.next_sleep_at);
         let mut failures = Vec::new();
         let (entries, facts) = self.consolidate().await.unwrap_or_else(|e| {
             failures.push(SleepFailure::Consolidation(e));
@@ -45,12 +51,23 @@ impl JobContext {
                 reason.clone(),
             )));
         }
-        // The next sleep's due time outlives this process (and, in a cluster, this node). Written
-        // after the sleep's work: a crash in between runs the sleep again (consolidation and a
-        // compaction at the threshold are safe to repeat), never skips it.
-        let next = self.now().saturating_add(self.config.sleep_every);
-        if let Err(e) = self.deps.store.set_next_sleep(&self.id, next) {
-            tracing::warn!(agent = %self.id, error = %e, "cannot record the next sleep's time");
+        // The next sleep's due time outlives this process (and, in a cluster, this node): it is
+        // advanced in the transaction that logs this sleep. The steps above commit on their own
+        // before it; a crash in between runs the sleep again (consolidation and a compaction at
+        // the threshold are safe to repeat), never skips it, and only one run is logged.
+        let now = self.now();
+        let next = now.saturating_add(self.config.sleep_every);
+        let record = EventRecord::Sleep {
+            at: now,
+            due,
+            next,
+            entries: u32::try_from(entries).unwrap_or(u32::MAX),
+            facts: u32::try_from(facts).unwrap_or(u32::MAX),
+            reflections: u32::try_from(reflections).unwrap_or(u32::MAX),
+            failures: failures.iter().map(ToString::to_string).collect(),
+        };
+        if let Err(e) = self.deps.store.finish_sleep(&self.id, record, next) {
+            tracing::warn!(agent = %self.id, error = %e, "cannot record the sleep and its next time");
         }
         self.emit(Event::SleepCompleted {
             agent: self.id.clone(),

@@ -22,6 +22,7 @@ pub struct CompactRequest<'a> {
 
 /// The result of one compaction attempt. Expected outcomes are values, not errors.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum CompactionOutcome {
     /// Nothing to do.
@@ -38,6 +39,7 @@ pub enum CompactionOutcome {
 
 /// What a committed compaction did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionReport {
     pub trigger: Trigger,
     pub method: CompactionMethod,

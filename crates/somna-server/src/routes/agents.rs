@@ -11,18 +11,21 @@ use somna_runtime::actor::SleepResult;
 use somna_runtime::agent::ConfigureError;
 use somna_runtime::{AgentState, AgentStatus, CompactionOutcome, Inbound, RuntimeError};
 use somna_store::UncompactOutcome;
+use utoipa::ToSchema;
 
 use super::{Reply, State, json, no_params, parse_agent_id, path_agent, runtime_error};
 use crate::body::{BodyKind, parse_json, read_body};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorBody, ErrorCode, StatusErrors};
 use crate::query::Params;
 
 /// One agent in the list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct AgentSummary<'a> {
     id: &'a AgentId,
     state: AgentState,
+    /// The prompt's share of `max_context_tokens`, 0–1 (calibrated).
     usage: f64,
+    /// `usage` in percent, with one decimal.
     usage_pct: f64,
     prompt_tokens: u64,
     max_context_tokens: u32,
@@ -31,6 +34,7 @@ struct AgentSummary<'a> {
     compaction_count: u32,
     last_compaction: Option<Timestamp>,
     needs_reply: bool,
+    /// How many host tool calls the agent waits on.
     pending_tools: usize,
 }
 
@@ -54,7 +58,7 @@ impl<'a> From<&'a AgentStatus> for AgentSummary<'a> {
 }
 
 /// The body of `GET /v1/agents`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct AgentList<'a> {
     agents: Vec<AgentSummary<'a>>,
     /// Agents whose actor did not answer (overloaded or stopping).
@@ -71,6 +75,22 @@ fn pct(usage: f64) -> f64 {
 }
 
 /// `GET /v1/agents[?include_retired=true]`: every hosted agent with a status summary.
+#[utoipa::path(
+    get,
+    operation_id = "list_agents",
+    path = "/v1/agents",
+    tag = "agents",
+    summary = "List the agents",
+    description = "Every hosted agent with a status summary.",
+    params(("include_retired" = Option<bool>, Query, description = "Also list the ids of retired agents (`retired`)")),
+    responses(
+        (status = 200, description = "The agents", body = AgentList),
+        (status = 400, description = "`bad_request`: an unknown, repeated or bad query parameter", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the runtime is shutting down", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn list(state: State, req: HttpRequest) -> Reply {
     let params = Params::parse(req.query_string(), &["include_retired"], &[])?;
     let include_retired = params
@@ -111,22 +131,49 @@ pub(crate) async fn list(state: State, req: HttpRequest) -> Reply {
 }
 
 /// The body of `POST /v1/agents`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateAgent {
+    /// The new agent's id (ids of retired agents are not reused).
+    #[schema(value_type = AgentId)]
     id: String,
+    /// Changes over runtime.toml's `[defaults]`.
     #[serde(default)]
     config: AgentOverrides,
 }
 
 /// An agent's id and resolved config.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct IdAndConfig<'a> {
     id: &'a AgentId,
     config: &'a AgentConfig,
 }
 
 /// `POST /v1/agents` `{id, config}`: creates and starts an agent (201).
+#[utoipa::path(
+    post,
+    operation_id = "create_agent",
+    path = "/v1/agents",
+    tag = "agents",
+    summary = "Create an agent",
+    description = "Creates and starts an agent; `config` takes the keys of an `[[agents]]` entry \
+of runtime.toml but `id` (see docs/configuration.md), the rest comes from `[defaults]`.",
+    request_body = CreateAgent,
+    responses(
+        (status = 201, description = "Created; `Location` is the agent's URL", body = IdAndConfig,
+         headers(("Location" = String, description = "`/v1/agents/{id}`"))),
+        (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
+`bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
+        (status = 409, description = "`agent_exists`: the id is in use, or was (retired ids are not reused)", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: JSON of the wrong shape; `invalid_config`: a \
+config that does not validate, each key at fault in `fields` (`config.compaction.…`)", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the runtime is shutting down", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn create(state: State, req: HttpRequest, payload: web::Payload) -> Reply {
     no_params(&req)?;
     let bytes = read_body(&req, payload, state.body).await?;
@@ -155,10 +202,11 @@ pub(crate) async fn create(state: State, req: HttpRequest, payload: web::Payload
 }
 
 /// An agent's full status.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct StatusBody<'a> {
     #[serde(flatten)]
     status: &'a AgentStatus,
+    /// `usage` in percent, with one decimal.
     usage_pct: f64,
 }
 
@@ -178,6 +226,20 @@ async fn agent_status(
 }
 
 /// `GET /v1/agents/{id}`: state, usage, counts, last compaction, pending tool calls, config.
+#[utoipa::path(
+    get,
+    operation_id = "agent_status",
+    path = "/v1/agents/{id}",
+    tag = "agents",
+    summary = "An agent's status",
+    description = "State, usage, counts, the last compaction, the host tool calls it waits on, \
+its config, and what the LLM server reported for its chat calls.",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The status", body = StatusBody),
+        StatusErrors,
+    ),
+)]
 pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
     let (_, status) = agent_status(&state, &req).await?;
     json(
@@ -190,6 +252,19 @@ pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
 }
 
 /// `GET /v1/agents/{id}/config`: the config the agent runs with.
+#[utoipa::path(
+    get,
+    operation_id = "agent_config",
+    path = "/v1/agents/{id}/config",
+    tag = "agents",
+    summary = "An agent's config",
+    description = "The resolved config the agent runs with.",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The config", body = IdAndConfig),
+        StatusErrors,
+    ),
+)]
 pub(crate) async fn get_config(state: State, req: HttpRequest) -> Reply {
     let (id, status) = agent_status(&state, &req).await?;
     json(
@@ -202,6 +277,31 @@ pub(crate) async fn get_config(state: State, req: HttpRequest) -> Reply {
 }
 
 /// `PATCH /v1/agents/{id}/config` (AgentOverrides): changes the config at run time; persisted.
+#[utoipa::path(
+    patch,
+    operation_id = "configure_agent",
+    path = "/v1/agents/{id}/config",
+    tag = "agents",
+    summary = "Change an agent's config",
+    description = "Merged over earlier run-time changes, validated as a whole, applied at once and \
+persisted. A change that does not validate changes nothing.",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    request_body = AgentOverrides,
+    responses(
+        (status = 200, description = "The new config", body = IdAndConfig),
+        (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
+`bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+        (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
+        (status = 422, description = "`invalid_config`: an unknown key, a wrong type or a change \
+that does not validate; `fields` names every key at fault", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the agent does not answer; `shutting_down`", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn configure(state: State, req: HttpRequest, payload: web::Payload) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -221,7 +321,29 @@ pub(crate) async fn configure(state: State, req: HttpRequest, payload: web::Payl
     )
 }
 
+/// The answer of a retirement.
+#[derive(Debug, Serialize, ToSchema)]
+struct Retired<'a> {
+    id: &'a AgentId,
+    /// Always true.
+    retired: bool,
+}
+
 /// `DELETE /v1/agents/{id}`: stops hosting the agent and marks it retired; nothing is deleted.
+#[utoipa::path(
+    delete,
+    operation_id = "retire_agent",
+    path = "/v1/agents/{id}",
+    tag = "agents",
+    summary = "Retire an agent",
+    description = "The agent stops being hosted and is marked retired. Nothing is deleted: its \
+history, archive, journal, facts and event log stay readable. The id cannot be reused.",
+    params(("id" = AgentId, Path, description = "The agent's id", example = "wren")),
+    responses(
+        (status = 200, description = "Retired", body = Retired),
+        StatusErrors,
+    ),
+)]
 pub(crate) async fn retire(state: State, req: HttpRequest) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -232,11 +354,49 @@ pub(crate) async fn retire(state: State, req: HttpRequest) -> Reply {
         .map_err(|e| runtime_error(&state, &id, e))?;
     json(
         StatusCode::OK,
-        &serde_json::json!({ "id": id, "retired": true }),
+        &Retired {
+            id: &id,
+            retired: true,
+        },
     )
 }
 
+/// The answer of an accepted input.
+#[derive(Debug, Serialize, ToSchema)]
+struct Accepted {
+    /// Always true: the input is in the agent's history.
+    accepted: bool,
+}
+
 /// `POST /v1/agents/{id}/input` (Inbound): a user event, an observation or a tool result (202).
+#[utoipa::path(
+    post,
+    operation_id = "send_input",
+    path = "/v1/agents/{id}/input",
+    tag = "agents",
+    summary = "Send an agent input",
+    description = "A user speaking (a reply is owed, it comes as an `agent_replied` event), an \
+observation, or the host's result of a tool call. Answered once the input is in the agent's \
+history (with `[store] durable_acks`, flushed to disk).",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    request_body = Inbound,
+    responses(
+        (status = 202, description = "Accepted: the agent acts on it at its next tick", body = Accepted),
+        (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
+`bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`; `unknown_tool_call`: a tool result for a \
+call the agent is not waiting on", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
+        (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit; \
+`input_too_large`: the content is over the agent's `compaction.max_input_tokens`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: an unknown `type`, a missing or unknown \
+field; `invalid_input`: empty content", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the agent does not answer; `shutting_down`", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn input(state: State, req: HttpRequest, payload: web::Payload) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -247,18 +407,16 @@ pub(crate) async fn input(state: State, req: HttpRequest, payload: web::Payload)
         .send(&id, inbound)
         .await
         .map_err(|e| runtime_error(&state, &id, e))?;
-    json(
-        StatusCode::ACCEPTED,
-        &serde_json::json!({ "accepted": true }),
-    )
+    json(StatusCode::ACCEPTED, &Accepted { accepted: true })
 }
 
 /// The body of `POST /v1/agents/{id}/compact`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CompactBody {
     /// Ignore the thresholds (a manual compaction); default true.
     #[serde(default = "yes")]
+    #[schema(default = true)]
     force: bool,
 }
 
@@ -268,6 +426,32 @@ fn yes() -> bool {
 
 /// `POST /v1/agents/{id}/compact` `{force}`: compacts now, or after the job in flight; answers the
 /// `CompactionOutcome`.
+#[utoipa::path(
+    post,
+    operation_id = "compact",
+    path = "/v1/agents/{id}/compact",
+    tag = "commands",
+    summary = "Compact an agent now",
+    description = "A manual compaction (`force`, the default and the meaning of an empty body) \
+ignores the thresholds; `{\"force\": false}` compacts only at the sleep threshold. Sent during a \
+job, it runs after it. Answers the outcome, whatever it was (expected outcomes are values).",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    request_body(content = CompactBody, description = "Optional: no body means `{\"force\": true}`"),
+    responses(
+        (status = 200, description = "The outcome: `done`, `skipped`, `failed` or `stalled`", body = CompactionOutcome),
+        (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
+`bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
+        (status = 409, description = "`busy`: 8 commands already wait behind the agent's job, or it is stopping", body = ErrorBody),
+        (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: JSON of the wrong shape", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the agent does not answer; `shutting_down`", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn compact(state: State, req: HttpRequest, payload: web::Payload) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -283,6 +467,26 @@ pub(crate) async fn compact(state: State, req: HttpRequest, payload: web::Payloa
 
 /// `POST /v1/agents/{id}/sleep`: consolidation, reflection, then compaction at the sleep threshold
 /// (now, or after the job in flight).
+#[utoipa::path(
+    post,
+    operation_id = "sleep",
+    path = "/v1/agents/{id}/sleep",
+    tag = "commands",
+    summary = "Put an agent to sleep now",
+    description = "Consolidation (journal to memory facts), reflection, then compaction at the \
+sleep threshold. Sent during a job, it runs after it. Takes no body.",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "What the sleep did", body = SleepResult),
+        (status = 400, description = "`invalid_agent_id`; `bad_request`: a query parameter (it takes none)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
+        (status = 409, description = "`busy`: 8 commands already wait, it waits on host tools, or it is stopping", body = ErrorBody),
+        (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the agent does not answer; `shutting_down`", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn sleep(state: State, req: HttpRequest) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -295,14 +499,41 @@ pub(crate) async fn sleep(state: State, req: HttpRequest) -> Reply {
 }
 
 /// The body of `POST /v1/agents/{id}/uncompact`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UncompactBody {
+    /// The seq of the summary to undo (a compaction's `summary_seq`).
     summary_seq: u64,
 }
 
 /// `POST /v1/agents/{id}/uncompact` `{summary_seq}`: puts the archived originals back in place of
 /// that summary, atomically.
+#[utoipa::path(
+    post,
+    operation_id = "uncompact",
+    path = "/v1/agents/{id}/uncompact",
+    tag = "commands",
+    summary = "Undo a compaction",
+    description = "Puts the originals back in place of the summary at `summary_seq`, in one \
+transaction; the event log gets an `uncompaction` record. Works for retired agents too.",
+    params(("id" = AgentId, Path, description = "The agent's id")),
+    request_body = UncompactBody,
+    responses(
+        (status = 200, description = "Restored", body = Restored),
+        (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
+`bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 404, description = "`unknown_agent`; `unknown_summary`: history has no summary \
+at that seq", body = ErrorBody),
+        (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
+        (status = 409, description = "`busy`: the agent compacts or sleeps, or is stopping", body = ErrorBody),
+        (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: JSON of the wrong shape", body = ErrorBody),
+        (status = 500, description = "`internal`: the store failed", body = ErrorBody),
+        (status = 503, description = "`unavailable`: the agent does not answer; `shutting_down`", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn uncompact(state: State, req: HttpRequest, payload: web::Payload) -> Reply {
     no_params(&req)?;
     let id = path_agent(&req)?;
@@ -339,8 +570,10 @@ later one must wait until that one is undone)",
 }
 
 /// The answer of a successful uncompact.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Restored {
+    /// Always `restored`.
+    #[schema(pattern = "^restored$")]
     outcome: &'static str,
     summary_seq: u64,
     /// Messages put back into history.

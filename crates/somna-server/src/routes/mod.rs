@@ -5,10 +5,14 @@
 //!   compact, sleep, uncompact).
 //! - [`reads`]: reads answered by the store (history, archive, archive search, journal, facts,
 //!   events); they work for retired agents too.
-//! - [`ops`]: `/healthz`, `/metrics`, the `/v1/events` SSE stream, and the JSON 404/405 fallbacks.
+//! - [`ops`]: `/healthz`, `/metrics`, `/v1/openapi.json`, the `/v1/events` SSE stream, and the
+//!   JSON 404/405 fallbacks.
+//!
+//! [`ENDPOINTS`] lists every endpoint once: [`configure`] registers them, and the OpenAPI
+//! document (crate::openapi) lists their handlers' `#[utoipa::path]`s.
 
-use actix_web::http::StatusCode;
-use actix_web::http::header::ContentType;
+use actix_web::http::header::{self, ContentType};
+use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 use somna_core::{AgentId, AgentRecord};
@@ -28,44 +32,89 @@ pub(crate) type State = web::Data<AppState>;
 /// A handler's result.
 pub(crate) type Reply = Result<HttpResponse, ApiError>;
 
-/// Registers every endpoint.
+/// One endpoint: the method and path actix serves it at, and its handler.
+pub(crate) struct Endpoint {
+    /// The HTTP method.
+    pub(crate) method: Method,
+    /// The path, with `{id}` for the agent id, as actix matches it and the OpenAPI document
+    /// names it.
+    pub(crate) path: &'static str,
+    /// Gives a route (guarded by `method`) its handler.
+    to: fn(actix_web::Route) -> actix_web::Route,
+}
+
+/// Declares the endpoint table, [`ENDPOINTS`], and the OpenAPI paths of its handlers,
+/// [`EndpointDocs`], from one list: an endpoint cannot be served without being documented (its
+/// handler needs a `#[utoipa::path]` for `EndpointDocs` to compile), and the route check
+/// (`openapi::tests`) holds each `#[utoipa::path]`'s method and path to the table's.
+macro_rules! endpoints {
+    ($($method:ident $path:literal => $($handler:ident)::+),+ $(,)?) => {
+        /// Every endpoint, in registration order. [`configure`] registers exactly these.
+        pub(crate) static ENDPOINTS: &[Endpoint] = &[$(Endpoint {
+            method: Method::$method,
+            path: $path,
+            to: |route| route.to($($handler)::+),
+        }),+];
+
+        /// The OpenAPI paths of the [`ENDPOINTS`]' handlers (each documented by its
+        /// `#[utoipa::path]`).
+        #[derive(utoipa::OpenApi)]
+        #[openapi(paths($($($handler)::+),+))]
+        pub(crate) struct EndpointDocs;
+    };
+}
+
+endpoints! {
+    GET "/healthz" => ops::healthz,
+    GET "/metrics" => ops::metrics,
+    GET "/v1/openapi.json" => ops::openapi,
+    GET "/v1/agents" => agents::list,
+    POST "/v1/agents" => agents::create,
+    GET "/v1/agents/{id}" => agents::status,
+    DELETE "/v1/agents/{id}" => agents::retire,
+    GET "/v1/agents/{id}/config" => agents::get_config,
+    PATCH "/v1/agents/{id}/config" => agents::configure,
+    POST "/v1/agents/{id}/input" => agents::input,
+    POST "/v1/agents/{id}/compact" => agents::compact,
+    POST "/v1/agents/{id}/sleep" => agents::sleep,
+    POST "/v1/agents/{id}/uncompact" => agents::uncompact,
+    GET "/v1/agents/{id}/history" => reads::history,
+    GET "/v1/agents/{id}/archive" => reads::archive,
+    GET "/v1/agents/{id}/archive/search" => reads::search,
+    GET "/v1/agents/{id}/journal" => reads::journal,
+    GET "/v1/agents/{id}/facts" => reads::facts,
+    GET "/v1/agents/{id}/events" => reads::events,
+    GET "/v1/events" => ops::events,
+}
+
+/// Registers every endpoint of [`ENDPOINTS`]: one resource per path, whose other methods answer
+/// 405 `method_not_allowed`; any other path answers 404 `not_found`.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(ops::healthz)))
-        .service(resource("/metrics").route(web::get().to(ops::metrics)))
-        .service(
-            web::scope("/v1")
-                .service(
-                    resource("/agents")
-                        .route(web::get().to(agents::list))
-                        .route(web::post().to(agents::create)),
-                )
-                .service(
-                    resource("/agents/{id}")
-                        .route(web::get().to(agents::status))
-                        .route(web::delete().to(agents::retire)),
-                )
-                .service(
-                    resource("/agents/{id}/config")
-                        .route(web::get().to(agents::get_config))
-                        .route(web::patch().to(agents::configure)),
-                )
-                .service(resource("/agents/{id}/input").route(web::post().to(agents::input)))
-                .service(resource("/agents/{id}/compact").route(web::post().to(agents::compact)))
-                .service(resource("/agents/{id}/sleep").route(web::post().to(agents::sleep)))
-                .service(
-                    resource("/agents/{id}/uncompact").route(web::post().to(agents::uncompact)),
-                )
-                .service(resource("/agents/{id}/history").route(web::get().to(reads::history)))
-                .service(resource("/agents/{id}/archive").route(web::get().to(reads::archive)))
-                .service(
-                    resource("/agents/{id}/archive/search").route(web::get().to(reads::search)),
-                )
-                .service(resource("/agents/{id}/journal").route(web::get().to(reads::journal)))
-                .service(resource("/agents/{id}/facts").route(web::get().to(reads::facts)))
-                .service(resource("/agents/{id}/events").route(web::get().to(reads::events)))
-                .service(resource("/events").route(web::get().to(ops::events))),
-        )
-        .default_service(web::to(ops::not_found));
+    let mut paths: Vec<&'static str> = Vec::new();
+    for endpoint in ENDPOINTS {
+        if !paths.contains(&endpoint.path) {
+            paths.push(endpoint.path);
+        }
+    }
+    for path in paths {
+        let resource = ENDPOINTS
+            .iter()
+            .filter(|e| e.path == path)
+            .fold(resource(path), |resource, e| {
+                resource.route((e.to)(web::method(e.method.clone())))
+            });
+        cfg.service(resource);
+    }
+    cfg.default_service(web::to(ops::not_found));
+}
+
+/// The methods of the endpoints at `path` (a pattern of [`ENDPOINTS`]), in table order.
+pub(crate) fn methods_at(path: &str) -> Vec<&'static str> {
+    ENDPOINTS
+        .iter()
+        .filter(|e| e.path == path)
+        .map(|e| e.method.as_str())
+        .collect()
 }
 
 /// A resource whose other methods answer 405 `method_not_allowed`.
@@ -96,6 +145,20 @@ pub(crate) fn known_agent(state: &AppState, id: &AgentId) -> Result<AgentRecord,
         .store()
         .agent(id)?
         .ok_or_else(|| ApiError::unknown_agent(id.as_str()))
+}
+
+/// A `text/event-stream` response streaming `body`.
+pub(crate) fn sse_response<S>(body: S) -> HttpResponse
+where
+    S: futures::Stream<Item = Result<actix_web::web::Bytes, std::convert::Infallible>> + 'static,
+{
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        // A stream's connection is not reused: when the stream ends (at shutdown), it closes.
+        .force_close()
+        .streaming(body)
 }
 
 /// Maps a runtime error about `id`; an agent the runtime does not host but the store knows as

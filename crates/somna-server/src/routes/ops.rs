@@ -1,25 +1,67 @@
-//! `/healthz`, `/metrics`, the `/v1/events` SSE stream, and the JSON fallbacks for unknown paths
-//! (404 `not_found`) and methods (405 `method_not_allowed`).
+//! `/healthz`, `/metrics`, `/v1/openapi.json`, the `/v1/events` SSE stream, and the JSON
+//! fallbacks for unknown paths (404 `not_found`) and methods (405 `method_not_allowed`).
 
 use actix_web::http::StatusCode;
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use serde::Serialize;
+use somna_core::AgentId;
+use utoipa::ToSchema;
 
-use super::{Reply, State, json, no_params, parse_agent_id};
-use crate::error::{ApiError, ErrorCode};
+use super::{Reply, State, json, methods_at, no_params, parse_agent_id, sse_response};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::metrics::RuntimeGauges;
 use crate::query::Params;
-use crate::sse::{EVENT_TYPES, EventFilter, event_stream};
+use crate::sse::{EventFilter, event_stream};
+use somna_runtime::Event;
+
+/// The answer of `/healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+struct Health {
+    /// Always `ok` (a server that cannot answer does not answer).
+    #[schema(pattern = "^ok$")]
+    status: &'static str,
+    /// The server's version.
+    #[schema(example = "0.1.0")]
+    version: &'static str,
+}
 
 /// `GET /healthz` (no token needed): `{"status":"ok"}` while the server runs.
+#[utoipa::path(
+    get,
+    operation_id = "healthz",
+    path = "/healthz",
+    tag = "ops",
+    summary = "Health check",
+    description = "`{\"status\": \"ok\", \"version\"}` while the server runs. Needs no token.",
+    security(()),
+    responses((status = 200, description = "The server runs", body = Health)),
+)]
 pub(crate) async fn healthz() -> Reply {
     json(
         StatusCode::OK,
-        &serde_json::json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }),
+        &Health {
+            status: "ok",
+            version: env!("CARGO_PKG_VERSION"),
+        },
     )
 }
 
 /// `GET /metrics`: Prometheus text format.
+#[utoipa::path(
+    get,
+    operation_id = "metrics",
+    path = "/metrics",
+    tag = "ops",
+    summary = "Prometheus metrics",
+    description = "The metrics in Prometheus text format (`text/plain; version=0.0.4`); docs/api.md \
+lists them.",
+    responses(
+        (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
+        (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn metrics(state: State, req: HttpRequest) -> Reply {
     no_params(&req)?;
     let text = state.metrics.render(&RuntimeGauges::of(&state.runtime));
@@ -31,7 +73,53 @@ pub(crate) async fn metrics(state: State, req: HttpRequest) -> Reply {
         .body(text))
 }
 
+/// `GET /v1/openapi.json`: this API's OpenAPI document.
+#[utoipa::path(
+    get,
+    operation_id = "openapi",
+    path = "/v1/openapi.json",
+    tag = "ops",
+    summary = "This document",
+    description = "The API's OpenAPI 3.1 document, generated from the server's code. Under the \
+same token rule as every other `/v1` endpoint.",
+    responses(
+        (status = 200, description = "The OpenAPI document", body = Object, content_type = "application/json"),
+        (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 500, description = "`internal`: the document could not be serialized", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn openapi(req: HttpRequest) -> Reply {
+    no_params(&req)?;
+    Ok(HttpResponse::Ok()
+        .content_type(header::ContentType::json())
+        .body(crate::openapi::document_json()?))
+}
+
 /// `GET /v1/events?agent=ID&types=a,b`: Server-Sent Events of the runtime's events.
+#[utoipa::path(
+    get,
+    operation_id = "event_stream",
+    path = "/v1/events",
+    tag = "events",
+    summary = "The event stream (SSE)",
+    description = "A Server-Sent Events stream of the runtime's events: it opens with the comment \
+`: connected`, then each event is one `data:` line holding a JSON object with a `type` (see \
+docs/api.md for the types and their fields); idle streams get a `: keep-alive` comment. It ends \
+when the server shuts down.",
+    params(
+        ("agent" = Option<AgentId>, Query, description = "Only this agent's events"),
+        ("types" = Option<String>, Query, description = "Only these event types, comma-separated \
+(`agent_replied,tool_call_requested`); a name that is not an event type is a 400", example = "agent_replied,tool_call_requested"),
+    ),
+    responses(
+        (status = 200, description = "The stream", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "`bad_request`: an unknown parameter or event type; \
+`invalid_agent_id`: `agent` is not an agent id", body = ErrorBody),
+        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the server is shutting down", body = ErrorBody),
+    ),
+)]
 pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
     let params = Params::parse(req.query_string(), &["agent", "types"], &[])?;
     let agent = params
@@ -46,12 +134,13 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
         .filter(|t| !t.is_empty())
         .map(str::to_string)
         .collect();
-    if let Some(unknown) = types.iter().find(|t| !EVENT_TYPES.contains(&t.as_str())) {
+    // An unknown name is a 400, so that a typo never makes a stream silently empty.
+    if let Some(unknown) = types.iter().find(|t| !Event::KINDS.contains(&t.as_str())) {
         return Err(ApiError::bad_param(
             "types",
             format!(
                 "unknown event type {unknown:?} (expected any of: {})",
-                EVENT_TYPES.join(", ")
+                Event::KINDS.join(", ")
             ),
         ));
     }
@@ -68,13 +157,7 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
         state.shutdown.clone(),
         state.metrics.clone(),
     );
-    Ok(HttpResponse::Ok()
-        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        // A stream's connection is not reused: when the stream ends (at shutdown), it closes.
-        .force_close()
-        .streaming(stream))
+    Ok(sse_response(stream))
 }
 
 /// Any path that is not an endpoint.
@@ -85,10 +168,20 @@ pub(crate) async fn not_found(req: HttpRequest) -> Reply {
     ))
 }
 
-/// An endpoint asked with a method it does not take.
+/// An endpoint asked with a method it does not take; `Allow` lists the methods it takes (RFC 9110
+/// requires it with a 405).
 pub(crate) async fn method_not_allowed(req: HttpRequest) -> Reply {
-    Err(ApiError::new(
+    let error = ApiError::new(
         ErrorCode::MethodNotAllowed,
         format!("{} does not take {}", req.path(), req.method()),
-    ))
+    );
+    let mut response = error.error_response();
+    let allowed = req
+        .match_pattern()
+        .map(|p| methods_at(&p))
+        .unwrap_or_default();
+    if let Ok(value) = header::HeaderValue::from_str(&allowed.join(", ")) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
+    Ok(response)
 }

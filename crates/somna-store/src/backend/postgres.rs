@@ -287,16 +287,20 @@ impl PgDb {
     /// transaction holding an advisory lock, so concurrent opens are safe), and checks whether the
     /// tables hold data.
     ///
-    /// With `shared_schema` (a cluster node) the schema's lock is taken shared: several processes
-    /// write it, each only the agents of the shards it leases, and every write set checks its
-    /// lease.
+    /// With `cluster` (a cluster node, its statement timeout) the schema's lock is taken shared:
+    /// several processes write it, each only the agents of the shards it leases, and every write
+    /// set checks its lease. Its sessions are also ended by the server when they sit idle inside
+    /// a transaction for longer than that timeout: a node paused mid-transaction (SIGSTOP, a
+    /// stalled VM) would otherwise keep its lease rows locked (`FOR SHARE`), and no other node
+    /// could take its shards over until it resumed.
     pub(crate) fn open(
         url: &str,
         schema: &str,
         pool_size: usize,
         drop_schema: bool,
-        shared_schema: bool,
+        cluster: Option<Duration>,
     ) -> Result<PgDb> {
+        let shared_schema = cluster.is_some();
         let invalid = |reason: String| StoreError::Invalid {
             what: "postgres options",
             reason,
@@ -325,6 +329,14 @@ impl PgDb {
         let target = target_of(&config);
         let mut holder_config = config.clone();
         holder_config.application_name(session_name("somna-lock", schema));
+        if let Some(limit) = cluster {
+            let ms = limit.as_millis().max(1);
+            let options = match config.get_options() {
+                Some(given) => format!("{given} -c idle_in_transaction_session_timeout={ms}"),
+                None => format!("-c idle_in_transaction_session_timeout={ms}"),
+            };
+            config.options(&options);
+        }
         let manager = Manager::from_config(
             config,
             NoTls,

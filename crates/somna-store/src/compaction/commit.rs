@@ -88,7 +88,13 @@ impl Store {
         let mut record = commit.record.clone();
         record.summary_seq = summary.seq;
         record.synthesis_entry = journal_ids.first().copied();
-        let event_seq = push_event(id, &mut next, &EventRecord::Compaction(record), &mut writes)?;
+        let event_seq = push_event(
+            id,
+            &mut next,
+            &EventRecord::Compaction(record),
+            self.writer(id),
+            &mut writes,
+        )?;
         let covered_len = commit.covered.len() as u64;
         let undo = UndoRecord {
             summary_seq: summary.seq,

@@ -97,7 +97,7 @@ impl Store {
             tokens_before: guard.history_tokens,
             tokens_after: next.history_tokens,
         };
-        let event_seq = push_event(id, &mut next, &event, &mut writes)?;
+        let event_seq = push_event(id, &mut next, &event, self.writer(id), &mut writes)?;
         writes.put_record(&next)?;
         if let Err(conflict) = self.apply(&writes)? {
             return Ok(CommitOutcome::Conflict {

@@ -164,7 +164,7 @@ impl Store {
             summary: summary.content,
             restored,
         };
-        push_event(id, &mut next, &event, &mut writes)?;
+        push_event(id, &mut next, &event, self.writer(id), &mut writes)?;
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         tracing::debug!(agent = %id, summary_seq, restored, "compaction undone");

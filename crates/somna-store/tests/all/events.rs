@@ -46,3 +46,50 @@ fn events_get_increasing_seqs_and_read_newest_first() {
     );
     assert_clean(&store, &id);
 }
+
+#[test]
+fn events_after_follows_the_log_oldest_first() {
+    let (store, id) = store_with_agent!();
+    assert!(store.events_after(&id, None, 10).unwrap().is_empty());
+    for i in 0..6u64 {
+        let note = EventRecord::Note {
+            at: Timestamp(NOW.0 + i),
+            text: format!("note {i}"),
+        };
+        store.log_event(&id, note).unwrap();
+    }
+    let seqs = |after, limit| {
+        store
+            .events_after(&id, after, limit)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs(None, 100), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(seqs(Some(2), 100), [3, 4, 5]);
+    assert_eq!(seqs(Some(2), 2), [3, 4]);
+    assert_eq!(seqs(Some(5), 100), Vec::<u64>::new());
+    assert_eq!(seqs(Some(u64::MAX), 100), Vec::<u64>::new());
+    // Outside a cluster nobody is named as the writer.
+    assert!(
+        store
+            .events(&id, 10)
+            .unwrap()
+            .iter()
+            .all(|e| e.by.is_none())
+    );
+    // Another agent's events are not in the range.
+    let other = somna_core::AgentId::new("other").unwrap();
+    store.ensure_agent(&other, NOW).unwrap();
+    store
+        .log_event(
+            &other,
+            EventRecord::Note {
+                at: NOW,
+                text: "x".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(seqs(Some(4), 100), [5]);
+}

@@ -133,6 +133,11 @@ fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
     let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_expiry");
     let ca = a.cluster().unwrap();
     append_n(&a, &id, 4);
+    let note = |text: &str| somna_core::EventRecord::Note {
+        at: NOW,
+        text: text.into(),
+    };
+    assert_eq!(a.log_event(&id, note("by a")).unwrap(), 0);
 
     // The node stops renewing: its lease runs out (by the database's clock).
     assert_eq!(
@@ -157,6 +162,27 @@ fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
     );
     assert!(b.check_invariants(&id).unwrap().is_ok());
     assert_eq!(b.history(&id).unwrap().len(), 5);
+
+    // The log names who wrote each event, under which lease; the fenced node's attempt is not in it.
+    assert!(is_fenced(
+        &a.log_event(&id, note("stale")).unwrap_err(),
+        shard,
+        None
+    ));
+    assert_eq!(b.log_event(&id, note("by b")).unwrap(), 1);
+    let writers: Vec<_> = b
+        .events_after(&id, None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.by.map(|w| (w.node, w.epoch)))
+        .collect();
+    assert_eq!(
+        writers,
+        [
+            Some(("node-a".to_string(), e)),
+            Some(("node-b".to_string(), e + 1))
+        ]
+    );
 }
 
 /// A takeover while the old owner writes as fast as it can: each of its writes either commits
@@ -474,10 +500,7 @@ fn a_node_keeps_writing_after_its_sessions_are_terminated() {
     }
     assert_eq!(appended.expect("the node never wrote again").seq, 2);
     let renewed = (0..20)
-        .find_map(|_| match a.cluster().unwrap().renew(LONG) {
-            Ok(held) => Some(held),
-            Err(_) => None,
-        })
+        .find_map(|_| a.cluster().unwrap().renew(LONG).ok())
         .unwrap();
     assert_eq!(renewed, vec![(shard, e)]);
     assert!(a.check_invariants(&id).unwrap().is_ok());

@@ -153,6 +153,16 @@ impl RecordedRequest {
         self.body["messages"].as_array().map_or(&[], Vec::as_slice)
     }
 
+    /// True when the request asks for a compaction summary (a message carries the
+    /// `<transcript>` the summary prompt wraps the turns in).
+    pub fn asks_for_summary(&self) -> bool {
+        self.messages().iter().any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("<transcript>"))
+        })
+    }
+
     /// The text content of the last message with `role`.
     pub fn last_content(&self, role: &str) -> Option<String> {
         self.messages()
