@@ -434,7 +434,7 @@ pub fn build(
         system_tokens = persona_only;
         summary_tokens = 0;
     }
-    let persona_tokens = u64::from(system_tokens).saturating_sub(summary_tokens);
+    let mut persona_tokens = u64::from(system_tokens).saturating_sub(summary_tokens);
 
     let mut messages = Vec::with_capacity(rest.len() + 2);
     let mut message_tokens = Vec::with_capacity(rest.len() + 2);
@@ -450,25 +450,51 @@ pub fn build(
         messages.push(ChatMessage::from(m));
         message_tokens.push(m.tokens);
     }
-    if let Some(last) = message_tokens.last_mut() {
-        // A latest turn that alone is over the budget (an input above every limit) is cut.
-        let over = fixed(system_tokens, rest).saturating_sub(budget);
-        if over > 0 && messages.len() > 1 {
-            if let Some(m) = messages.last_mut() {
-                let keep = u64::from(*last).saturating_sub(over + 8);
-                m.content = cut_to_tokens(&m.content, keep, counter);
-                let cut = counter.count_message(&Message::new(m.role, &m.content));
-                history_tokens = history_tokens.saturating_sub(u64::from(*last)) + u64::from(cut);
-                *last = cut;
+    if fixed(system_tokens, rest) > budget && messages.len() > 1 {
+        // A latest turn that alone is over the budget (an input above every limit) is cut: its
+        // content shrinks to what the rest leaves beside its fixed cost (role, name, tool calls).
+        if let (Some(m), Some(original), Some(last)) =
+            (messages.last_mut(), rest.last(), message_tokens.last_mut())
+        {
+            let frame = counter.count_message(&Message {
+                content: String::new(),
+                ..original.clone()
+            });
+            let others = fixed(system_tokens, rest).saturating_sub(u64::from(*last));
+            let allowed = budget.saturating_sub(others + u64::from(frame));
+            // The margin covers the ellipsis the cut appends.
+            m.content = cut_to_tokens(&m.content, allowed.saturating_sub(4), counter);
+            if u64::from(counter.count_text(&m.content)) > allowed {
+                m.content.clear();
             }
+            let cut = frame.saturating_add(counter.count_text(&m.content));
+            history_tokens = history_tokens.saturating_sub(u64::from(*last)) + u64::from(cut);
+            *last = cut;
         }
+    }
+    let total = |message_tokens: &[u32]| {
+        message_tokens.iter().map(|&t| u64::from(t)).sum::<u64>() + u64::from(REPLY_PRIMING)
+    };
+    if total(&message_tokens) > budget {
+        // Not even the latest turn's fixed cost fits beside the persona (a persona that leaves
+        // the window no room, which configuration refuses): the persona is cut.
+        let others = total(&message_tokens) - u64::from(message_tokens[0]);
+        let frame = counter.count_message(&Message::new(Role::System, ""));
+        let allowed = budget.saturating_sub(others + u64::from(frame));
+        let mut persona = cut_to_tokens(&messages[0].content, allowed.saturating_sub(4), counter);
+        if u64::from(counter.count_text(&persona)) > allowed {
+            persona.clear();
+        }
+        let tokens = frame.saturating_add(counter.count_text(&persona));
+        messages[0].content = persona;
+        message_tokens[0] = tokens;
+        persona_tokens = u64::from(tokens);
     }
 
     // The working context fills what is left, up to its share of the window.
     let mut working_tokens = 0;
     let mut note_index = None;
-    let used: u64 =
-        message_tokens.iter().map(|&t| u64::from(t)).sum::<u64>() + u64::from(REPLY_PRIMING);
+    let used = total(&message_tokens);
     // The working context may use whatever the rest leaves free (its share is reserved by the
     // usage formula, so at least that much is free whenever usage is below the thresholds).
     let room = budget.saturating_sub(used);

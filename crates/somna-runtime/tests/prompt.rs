@@ -371,3 +371,55 @@ async fn consecutive_requests_on_the_wire_share_their_prefix() {
         usage.prompt_tokens
     );
 }
+
+/// A persona that nearly fills the budget or overflows it, then a named input over every limit:
+/// the input is cut to what its fixed cost (role, name) leaves, then the persona if even that does
+/// not fit; the prompt stays within its budget as a tokenizer counts the messages sent, and its
+/// parts add up. (Found by the property test above: the cut input was recounted without its name,
+/// one token over the budget.)
+#[test]
+fn a_persona_that_leaves_no_room_is_cut_rather_than_overflow() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let counter = counter();
+    let input = with_count(Message::user(line(3).repeat(200)).with_name("Aldric"));
+    for repeats in [120, 134, 140, 400] {
+        let mut config = agent_config("npc", 1024);
+        config.compaction.max_reply_tokens = 472;
+        config.persona = format!("You are Aldric. {}", "Speak plainly. ".repeat(repeats));
+        let budget = config.compaction.prompt_budget();
+        let history = [input.clone()];
+        let (built, _) = prompt::assemble(&store, &agent, &config, &history, &counter).unwrap();
+        assert!(
+            built.total_tokens() <= budget,
+            "{repeats}: {} > {budget}",
+            built.total_tokens()
+        );
+        let sent: u64 = built
+            .messages
+            .iter()
+            .map(|m| {
+                let mut msg = Message::new(m.role, &m.content);
+                msg.name.clone_from(&m.name);
+                u64::from(counter.count_message(&msg))
+            })
+            .sum::<u64>()
+            + 3;
+        assert!(sent <= budget, "{repeats}: {sent} counted anew > {budget}");
+        let parts = built.persona_tokens
+            + built.summary_tokens
+            + built.working_tokens
+            + built.history_tokens;
+        assert_eq!(parts + 3, built.total_tokens(), "{repeats}");
+        let last = built.messages.last().unwrap();
+        assert_eq!(
+            (last.role, last.name.as_deref()),
+            (Role::User, Some("Aldric"))
+        );
+        assert!(
+            last.content.len() < input.content.len(),
+            "{repeats}: the input was not cut"
+        );
+    }
+}

@@ -474,13 +474,17 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let smith = id("smith");
     store.create_agent(&smith, Timestamp(0)).unwrap();
     // A persona so long that it alone is over the emergency threshold: compaction cannot help.
+    // Configuration refuses such a persona by its raw count, so it is set after validation, as a
+    // calibration factor above 1 (a server counting more tokens than Somna estimates) can make
+    // a persona that passed grow this large.
     fill(&store, &smith, 6, Timestamp(0));
     let persona = "You are Brannoc, the village smith, and you remember every blade. ".repeat(150);
     let persona_tokens = u64::from(counter().count_text(&persona));
     let tokens = store.usage_tokens(&smith).unwrap() + persona_tokens;
     let window = (tokens as f64 / 0.95).ceil() as u32;
     assert!(persona_tokens as f64 / f64::from(window) > 0.8);
-    let cfg = config(&[("smith", window, &format!("persona = \"{persona}\""))]);
+    let mut cfg = config(&[("smith", window, "")]);
+    cfg.agents[0].persona = persona;
     let runtime = start(cfg, &store, summarizer(&stub));
     let mut rx = runtime.subscribe();
     let events = wait_for(&mut rx, Duration::from_secs(20), |e| {

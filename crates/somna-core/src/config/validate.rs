@@ -8,6 +8,9 @@
 
 use std::time::Duration;
 
+use crate::message::{Message, Role};
+use crate::tokens::TokenCounter;
+
 use super::{
     AgentDefaults, BUILTIN_TOOLS, CacheHint, ClusterSection, CompactionConfig, LlmConfig,
     MIN_CONTEXT_TOKENS, Provider, RuntimeSection, StoreBackend, StoreConfig, ToolSpec,
@@ -104,6 +107,7 @@ pub(crate) fn check_agent(values: &AgentDefaults, report: &mut Reporter<'_>) {
         ]);
     }
     check_compaction(values, report);
+    check_persona(values, report);
     let min_importance = values.memory.min_importance;
     if !(1..=10).contains(&min_importance) {
         report.fail(&[(
@@ -312,6 +316,55 @@ fn check_input_limit(c: &CompactionConfig, report: &mut Reporter<'_>) {
             ),
         ]);
     }
+}
+
+/// Checks that the persona leaves the window room: with the largest input the agent accepts it
+/// must fit in what a compaction can bring the prompt below ([`CompactionConfig::input_room`]), as
+/// the persona is in every prompt and compaction cannot shrink it. A persona that does not fit
+/// would keep the agent above its emergency threshold whatever it compacted.
+fn check_persona(values: &AgentDefaults, report: &mut Reporter<'_>) {
+    let c = &values.compaction;
+    let sane = c.emergency_threshold > 0.0
+        && c.emergency_threshold <= 1.0
+        && c.max_context_tokens >= MIN_CONTEXT_TOKENS
+        && c.summary_cap() < c.max_context_tokens
+        && c.max_input_tokens <= c.input_room()
+        && c.input_limit() > 0;
+    if !sane {
+        // Reported by the compaction checks.
+        return;
+    }
+    let counter = TokenCounter::for_model(&values.model);
+    let persona = counter.count_message(&Message::new(Role::System, &values.persona));
+    let (room, input) = (c.input_room(), c.input_limit());
+    let left = room.saturating_sub(input);
+    if persona <= left {
+        return;
+    }
+    let why = format!(
+        "{room} tokens of the window can be compacted below the emergency threshold \
+         (emergency_threshold × max_context_tokens − the summary's cap − working_share × \
+         max_context_tokens); the largest input takes {input} of them (max_input_tokens), \
+         leaving {left} for the persona"
+    );
+    report.fail(&[
+        (
+            "persona",
+            format!(
+                "is {persona} tokens ({} count for model `{}`), too long: {why}",
+                counter.tokenizer().name(),
+                values.model
+            ),
+        ),
+        (
+            "compaction.max_input_tokens",
+            format!("leaves no room for the persona ({persona} tokens): {why}"),
+        ),
+        (
+            "compaction.max_context_tokens",
+            format!("is too small for the persona ({persona} tokens): {why}"),
+        ),
+    ]);
 }
 
 /// Checks one list of host-defined tools (`[defaults] tools` or an agent's `tools`).
