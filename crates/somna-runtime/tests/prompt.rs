@@ -53,6 +53,23 @@ async fn compact_all_but(store: &Store, agent: &somna_core::AgentId, keep: u32) 
         .unwrap();
 }
 
+/// What a tokenizer counts in the messages `prompt` sends (names and tool calls included), plus
+/// the reply priming: the figure its reported total must not be below.
+fn sent_tokens(prompt: &prompt::Prompt, counter: &somna_core::tokens::TokenCounter) -> u64 {
+    let messages: Vec<Message> = prompt
+        .messages
+        .iter()
+        .map(|m| {
+            let mut msg = Message::new(m.role, &m.content);
+            msg.name.clone_from(&m.name);
+            msg.tool_calls.clone_from(&m.tool_calls);
+            msg.tool_call_id.clone_from(&m.tool_call_id);
+            msg
+        })
+        .collect();
+    u64::from(counter.count_messages(&messages))
+}
+
 #[derive(Debug, Clone)]
 struct Case {
     window: u32,
@@ -138,18 +155,7 @@ proptest! {
         let budget = config.compaction.prompt_budget();
         prop_assert!(built.total_tokens() <= budget, "{} > {budget}", built.total_tokens());
         // The reported counts are upper bounds of what a tokenizer counts in the messages sent.
-        let recount: u64 = built
-            .messages
-            .iter()
-            .map(|m| {
-                let mut msg = Message::new(m.role, &m.content);
-                msg.name.clone_from(&m.name);
-                msg.tool_calls.clone_from(&m.tool_calls);
-                msg.tool_call_id.clone_from(&m.tool_call_id);
-                u64::from(counter.count_message(&msg))
-            })
-            .sum::<u64>()
-            + 3;
+        let recount = sent_tokens(&built, &counter);
         prop_assert!(recount <= budget, "{recount} tokens counted anew > {budget}");
         prop_assert_eq!(built.budget, budget);
         // The working context takes what the rest leaves (at least its share while usage is
@@ -396,16 +402,7 @@ fn a_persona_that_leaves_no_room_is_cut_rather_than_overflow() {
             "{repeats}: {} > {budget}",
             built.total_tokens()
         );
-        let sent: u64 = built
-            .messages
-            .iter()
-            .map(|m| {
-                let mut msg = Message::new(m.role, &m.content);
-                msg.name.clone_from(&m.name);
-                u64::from(counter.count_message(&msg))
-            })
-            .sum::<u64>()
-            + 3;
+        let sent = sent_tokens(&built, &counter);
         assert!(sent <= budget, "{repeats}: {sent} counted anew > {budget}");
         let parts = built.persona_tokens
             + built.summary_tokens
