@@ -2,7 +2,8 @@
 //! `[cluster] renew_every`, heartbeats, renews this node's shard leases in one statement, works out
 //! by rendezvous hashing over the live nodes which shards it should own, gives back (after draining
 //! their agents) those it no longer wins, and acquires — at most `acquire_per_round` a round — those
-//! it wins, starting their agents. The store fences every write by the lease (somna-store's
+//! it wins, starting their agents on a loader thread (so renewals keep their cadence while a
+//! takeover loads thousands of agents). The store fences every write by the lease (somna-store's
 //! `cluster`), so a node that lost a lease cannot write even before this thread notices.
 //!
 //! Self-fencing: a node that could not renew for `lease_ttl − renew_every` (its leases may be about
@@ -11,8 +12,8 @@
 //! at once.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak, mpsc};
 use std::time::{Duration, Instant};
 
 use somna_core::AgentId;
@@ -46,22 +47,35 @@ pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: &Arc<Atom
 }
 
 fn membership_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
+    let Some(loader) = Loader::start(weak, section.shards) else {
+        return;
+    };
     let mut last_renewed = Instant::now();
     loop {
         let started = Instant::now();
-        {
+        let more = {
             let Some(inner) = weak.upgrade() else { return };
             if stop.load(Ordering::SeqCst) {
                 return;
             }
             let runtime = Runtime { inner };
-            if let Err(e) = round(&runtime, section, &mut last_renewed) {
+            round(&runtime, section, &loader, &mut last_renewed).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cluster round failed");
-            }
-        }
+                false
+            })
+        };
+        // A round that took its quota of shards and wins more is followed sooner (at the latest
+        // after a quarter period; at once when the loader is done): the agents of a shard nobody
+        // holds are not running (a dead node's, or ones another node gave back).
+        let period = if more {
+            section.renew_every / CATCH_UP
+        } else {
+            section.renew_every
+        };
         let spent = started.elapsed();
-        let mut left = section.renew_every.saturating_sub(spent);
-        // Sleep in short steps so a shutdown is noticed quickly.
+        let mut left = period.saturating_sub(spent);
+        // Sleep in short steps so a shutdown is noticed quickly, and a node catching up takes its
+        // next shards as soon as the agents of the last ones run.
         while !left.is_zero() {
             if stop.load(Ordering::SeqCst) {
                 return;
@@ -69,20 +83,30 @@ fn membership_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBo
             let step = left.min(Duration::from_millis(50));
             std::thread::sleep(step);
             left = left.saturating_sub(step);
+            if more && loader.is_idle() {
+                break;
+            }
         }
     }
 }
 
+/// How much more often rounds come while a node wins more shards than its per-round quota let it
+/// take.
+const CATCH_UP: u32 = 4;
+
 /// One round: heartbeat and renew, rebalance. `last_renewed` is when the last successful renewal
-/// started (the leases run from no earlier than that).
+/// started (the leases run from no earlier than that). True when the node wins more shards than
+/// it now holds and could not take them yet (its quota was taken, or `loader` still loads the
+/// agents of earlier ones).
 fn round(
     runtime: &Runtime,
     section: &ClusterSection,
+    loader: &Loader,
     last_renewed: &mut Instant,
-) -> Result<(), somna_store::StoreError> {
+) -> Result<bool, somna_store::StoreError> {
     let store = runtime.inner.store.clone();
     let Some(view) = store.cluster() else {
-        return Ok(());
+        return Ok(false);
     };
     let (mut acquired, mut released) = (0usize, 0usize);
     let before: BTreeSet<u32> = view.held().into_iter().map(|(s, _)| s).collect();
@@ -145,9 +169,17 @@ fn round(
 
     // Take what this node wins and nobody holds, a bounded number per round.
     let missing: Vec<u32> = wanted.difference(&held).copied().collect();
+    // The next shards once the agents of the last ones are running: the quota bounds what a node
+    // loads at once.
+    let quota = if loader.is_idle() {
+        section.acquire_per_round as usize
+    } else {
+        0
+    };
     let mut candidates: Option<HashMap<u32, Vec<AgentConfig>>> = None;
-    for shard in missing {
-        if acquired >= section.acquire_per_round as usize {
+    let mut starting = Vec::new();
+    for &shard in &missing {
+        if acquired >= quota {
             break;
         }
         if view.acquire(shard, section.lease_ttl)?.is_none() {
@@ -158,13 +190,9 @@ fn round(
             Some(c) => c,
             None => candidates.insert(agents_by_shard(runtime, section.shards)?),
         };
-        for config in by_shard.remove(&shard).unwrap_or_default() {
-            let id = config.id.clone();
-            if let Err(e) = runtime.spawn(config) {
-                tracing::warn!(agent = %id, error = %e, "cannot start an agent of an acquired shard");
-            }
-        }
+        starting.extend(by_shard.remove(&shard).unwrap_or_default());
     }
+    loader.load(starting);
     tracing::debug!(
         held = view.held().len(),
         acquired,
@@ -173,7 +201,95 @@ fn round(
         nodes = live.len(),
         "cluster round"
     );
-    Ok(())
+    Ok(acquired >= quota && missing.len() > acquired)
+}
+
+/// Starts the agents of acquired shards on a thread of its own, so the membership thread keeps
+/// renewing (and, cut off from the database, fences itself) on time however long a takeover's
+/// loading takes, or hangs on a dead connection.
+struct Loader {
+    queue: mpsc::Sender<Vec<AgentConfig>>,
+    /// Agents handed over and not yet started (or given up).
+    pending: Arc<AtomicUsize>,
+}
+
+impl Loader {
+    /// The loader thread of the runtime `weak` holds; it ends when this handle is dropped.
+    fn start(weak: &Weak<Inner>, shards: u32) -> Option<Loader> {
+        let (queue, batches) = mpsc::channel::<Vec<AgentConfig>>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (weak, left) = (weak.clone(), Arc::clone(&pending));
+        let spawned = std::thread::Builder::new()
+            .name("somna-loader".into())
+            .spawn(move || {
+                for batch in batches {
+                    let n = batch.len();
+                    if let Some(inner) = weak.upgrade() {
+                        start_agents(&Runtime { inner }, batch, shards);
+                    }
+                    left.fetch_sub(n, Ordering::SeqCst);
+                }
+            });
+        match spawned {
+            Ok(_) => Some(Loader { queue, pending }),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the cluster's loader thread");
+                None
+            }
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
+    }
+
+    fn load(&self, configs: Vec<AgentConfig>) {
+        if configs.is_empty() {
+            return;
+        }
+        self.pending.fetch_add(configs.len(), Ordering::SeqCst);
+        let n = configs.len();
+        if self.queue.send(configs).is_err() {
+            self.pending.fetch_sub(n, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Starts the agents of shards just acquired, several at once: a load is a handful of store round
+/// trips (record, journal, history tail, open tool calls). Half the store's connections load; the
+/// rest serve the ticks of the agents already hosted. An agent whose shard this node no longer
+/// holds (lost or given back meanwhile) is not started, or stopped again if the shard went while
+/// it loaded: the membership thread's unloading either saw it hosted or this check sees the shard
+/// gone.
+fn start_agents(runtime: &Runtime, configs: Vec<AgentConfig>, shards: u32) {
+    let Some(view) = runtime.inner.store.cluster() else {
+        return;
+    };
+    let holds = |id: &AgentId| {
+        let shard = shard_of(id, shards);
+        view.held().iter().any(|&(s, _)| s == shard)
+    };
+    let workers =
+        (runtime.inner.config.store.pool_size as usize / 2).clamp(1, configs.len().max(1));
+    let queue = Mutex::new(configs.into_iter());
+    let next = || queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while let Some(config) = next() {
+                    let id = config.id.clone();
+                    if !holds(&id) {
+                        continue;
+                    }
+                    if let Err(e) = runtime.spawn(config) {
+                        tracing::warn!(agent = %id, error = %e, "cannot start an agent of an acquired shard");
+                    } else if !holds(&id) {
+                        runtime.inner.jobs.handle.block_on(runtime.unload(&id));
+                    }
+                }
+            });
+        }
+    });
 }
 
 /// Every agent this node could host (runtime.toml's and the store's, not retired), by shard.
