@@ -782,7 +782,8 @@ pub struct ClusterSection {
     #[serde(with = "humantime_serde")]
     pub renew_every: Duration,
     /// The most shards a node acquires per round (so a joining node does not stall the cluster
-    /// loading thousands of agents at once); while it wins more, rounds come every quarter of
+    /// loading thousands of agents at once). The next shards are taken once the last ones' agents
+    /// run: while a node wins more, rounds come as soon as they do, at the latest every quarter of
     /// `renew_every`.
     pub acquire_per_round: u32,
     /// How often a node reads the inbox for inputs other nodes accepted for its agents (the
