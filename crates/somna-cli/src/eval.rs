@@ -25,6 +25,7 @@ pub fn recall(
     let llm = somna_llm::build_client_from_env(&config.llm)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot build the LLM client")?;
+    let semantic = crate::semantic_from(config)?;
     let bar = if quiet || out.is_json() {
         ProgressBar::hidden()
     } else {
@@ -44,6 +45,7 @@ pub fn recall(
             &dataset,
             config,
             llm,
+            semantic,
             options,
             |p| match p {
                 Progress::Importing {

@@ -18,7 +18,7 @@ use somna_llm::LlmClient;
 use somna_runtime::agent::{Agent, ConfigureError, Inbound, InboundError};
 use somna_runtime::ops::{self, Offline, OpsError};
 use somna_runtime::prompt;
-use somna_runtime::{Clock, Compactor};
+use somna_runtime::{Clock, Compactor, Semantic, semantic};
 use somna_store::{Store, UncompactOutcome};
 
 use crate::Invalid;
@@ -50,11 +50,19 @@ impl Local {
             .context("cannot build the LLM client")
     }
 
+    /// Semantic retrieval's embedder, when `[embedder]` sets one.
+    fn semantic(&self) -> Result<Option<Semantic>> {
+        crate::semantic_from(&self.config)
+    }
+
     /// A plain `Agent` component over this database, wired by the library (no actor, no timers).
     fn agent(&self, id: &AgentId) -> Result<Agent> {
         self.agent_config(id)?;
         let llm = self.llm()?;
-        self.ops().agent(id, llm).map_err(|e| ops_error(id, e))
+        self.ops()
+            .with_semantic(self.semantic()?)
+            .agent(id, llm)
+            .map_err(|e| ops_error(id, e))
     }
 
     /// Refuses commands to a retired agent (its data stays readable).
@@ -240,7 +248,14 @@ a later one must wait until that one is undone)"
 
     fn search(&self, id: &AgentId, query: &str, k: usize) -> Result<()> {
         self.agent_config(id)?;
-        let hits = prompt::search_archive(&self.store, id, query, k)?;
+        let vector = self.query_vector(id, query)?;
+        let semantic = vector.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
+        let hits: Vec<Message> = self
+            .store
+            .search_archive_with(id, query, semantic, k)?
+            .into_iter()
+            .map(|h| h.message)
+            .collect();
         self.out.messages(&hits);
         Ok(())
     }
@@ -269,7 +284,10 @@ impl Local {
     /// Prints exactly the messages the agent's next LLM call would receive for `input`.
     pub fn prompt(&self, id: &AgentId, input: &str) -> Result<()> {
         let config = self.agent_config(id)?;
-        let (built, working) = prompt::preview(&self.store, id, &config, input, now())?;
+        let vector = self.query_vector(id, input)?;
+        let semantic = vector.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
+        let (built, working) =
+            prompt::preview_with(&self.store, id, &config, input, semantic, now())?;
         self.out.prompt(&config, &built, &working);
         Ok(())
     }
@@ -313,6 +331,21 @@ impl Local {
         ))?
         .with_context(|| format!("{}", file.display()))?;
         bar.finish_and_clear();
+        // What the import archived gets its vectors now, as a sleep would give them.
+        let embedded = match self.semantic()? {
+            Some(s) => {
+                let batch = usize::try_from(self.config.embedder.batch.max(1) * 16).unwrap_or(1024);
+                let r = run_async(semantic::embed_whole_archive(
+                    &self.store,
+                    id,
+                    s.embedder.as_ref(),
+                    batch,
+                ))?
+                .context("cannot embed the imported archive")?;
+                Some(r)
+            }
+            None => None,
+        };
         self.store.flush()?;
         if self.out.is_json() {
             self.out.value(&report);
@@ -330,8 +363,26 @@ impl Local {
                 report.history_len,
                 report.archive_len
             );
+            if let Some(r) = embedded {
+                println!(
+                    "embedded {} archived messages in {:.2} s",
+                    r.embedded,
+                    r.ms / 1000.0
+                );
+            }
         }
         Ok(())
+    }
+
+    /// `text`'s vector and the model that made it, when an embedder is configured (a failed
+    /// embedding is logged and retrieval falls back to keywords).
+    fn query_vector(&self, id: &AgentId, text: &str) -> Result<Option<(String, Vec<f32>)>> {
+        let Some(s) = self.semantic()? else {
+            return Ok(None);
+        };
+        let embedder = s.embedder.as_ref();
+        let v = run_async(semantic::embed_query(embedder, id, text))?;
+        Ok(v.map(|v| (embedder.model().to_string(), v)))
     }
 
     /// Writes the agent's messages as JSONL. `openai`: the original messages only (archive and

@@ -330,7 +330,7 @@ compactions, {fallbacks} by fallback)",
         );
         println!();
         println!(
-            "{:<12} {:<12} {:>9} {:>7} {:>7} {:>7} {:>7} {:>6} {:>5} {:>8} {:>8}",
+            "{:<15} {:<12} {:>9} {:>7} {:>7} {:>7} {:>7} {:>6} {:>5} {:>8} {:>8}",
             "method",
             "category",
             "questions",
@@ -351,7 +351,7 @@ compactions, {fallbacks} by fallback)",
                 .chain(std::iter::once(("overall", &m.overall)));
             for (category, s) in rows {
                 println!(
-                    "{:<12} {:<12} {:>9} {:>7.1} {:>7.1} {:>7.1} {:>7.0} {:>6} {:>5} {:>8.2} {:>8.2}",
+                    "{:<15} {:<12} {:>9} {:>7.1} {:>7.1} {:>7.1} {:>7.0} {:>6} {:>5} {:>8.2} {:>8.2}",
                     m.method,
                     category,
                     s.questions,

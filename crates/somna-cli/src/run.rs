@@ -44,11 +44,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     let llm = somna_llm::build_client_from_env(&args.config.llm)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot build the LLM client")?;
+    let semantic = crate::semantic_from(&args.config)?;
     let system = actix::System::new();
-    system.block_on(main_job(args, llm))
+    system.block_on(main_job(args, llm, semantic))
 }
 
-async fn main_job(mut args: RunArgs, llm: Arc<dyn somna_llm::LlmClient>) -> Result<()> {
+async fn main_job(
+    mut args: RunArgs,
+    llm: Arc<dyn somna_llm::LlmClient>,
+    semantic: Option<somna_runtime::Semantic>,
+) -> Result<()> {
     let serve = args.serve.take();
     // The API's /metrics show LLM latencies and errors when the client is wrapped before the start.
     let llm = match &serve {
@@ -68,6 +73,7 @@ async fn main_job(mut args: RunArgs, llm: Arc<dyn somna_llm::LlmClient>) -> Resu
         RuntimeOptions {
             clock,
             schedule_sleeps: args.scenario.is_none(),
+            semantic,
             ..Default::default()
         },
     )

@@ -443,18 +443,19 @@ fn import_keeps_message_times_and_export_writes_them_back() {
         .as_str()
         .unwrap()
         .to_string();
-    // The first turn of an excerpt shows the day; turns of the same day after it, the time.
-    assert!(note.contains("[2023-05-01 10:03] Omar: Reply 3"), "{note}");
+    // A day heads the turns said that day; the turns after it carry no time of their own.
+    assert!(note.contains("[2023-05-01]\nOmar: Reply 3: "), "{note}");
     assert!(
-        note.contains("\n[10:04] Nora: Day 4: the ferry to Lisbon"),
+        note.contains("number 3.\nNora: Day 4: the ferry to Lisbon"),
         "{note}"
     );
+    assert!(!note.contains("[10:"), "{note}");
 }
 
 /// `somna eval recall --json` on a slice of the shipped dataset: a report with one row per method,
 /// every question counted, nothing over budget; a missing dataset is invalid input (exit 2).
 #[test]
-fn eval_recall_prints_a_json_report_of_the_three_methods() {
+fn eval_recall_prints_a_json_report_of_every_method() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("runtime.toml"), "[store]\npath = \"db\"\n").unwrap();
     let dataset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall");
@@ -484,7 +485,18 @@ fn eval_recall_prints_a_json_report_of_the_three_methods() {
         .iter()
         .map(|m| m["method"].as_str().unwrap())
         .collect();
-    assert_eq!(methods, ["somna", "last-window", "bm25-top5"]);
+    assert_eq!(
+        methods,
+        [
+            "somna",
+            "somna-note",
+            "bm25+nbrs@room",
+            "bm25+nbrs",
+            "bm25-packed",
+            "last-window",
+            "bm25-top5"
+        ]
+    );
     for m in report["methods"].as_array().unwrap() {
         assert_eq!(m["overall"]["questions"], 20);
         assert_eq!(m["overall"]["over_budget"], 0);
@@ -564,4 +576,84 @@ fn migrate_store_copies_sled_into_postgres_and_back() {
     let o = somna(d, &to_sled);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(export(&["--db", back.to_str().unwrap()]), on_sled);
+}
+
+/// Semantic retrieval over the wire: with `[embedder]` on the stub server, `somna import` embeds
+/// the archive it made (one request per batch), `somna prompt` embeds the input once, `somna
+/// sleep` embeds only what was archived since; an embedder that fails makes `import` fail with
+/// the server's words, while the prompt falls back to keywords.
+#[test]
+fn the_embedder_indexes_the_archive_and_each_input_over_the_wire() {
+    let stub = somna_testkit::StubLlmServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(d.join("t.jsonl"), conversation(400)).unwrap();
+    let embed = [
+        "--set".to_string(),
+        "embedder.provider=openai".to_string(),
+        "--set".to_string(),
+        format!("embedder.base_url={}", stub.base_url()),
+        "--set".to_string(),
+        "embedder.model=stub-embed".to_string(),
+        "--set".to_string(),
+        "embedder.batch=100".to_string(),
+    ];
+    let with = |args: &[&str]| -> Output {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(embed.iter().map(String::as_str));
+        somna(d, &all)
+    };
+    let o = with(&["import", "smith", "t.jsonl", "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let embedded: usize = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("embedded "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `embedded` line: {}", text(&o)));
+    assert!(embedded > 100, "{}", text(&o));
+    let inputs: usize = stub
+        .requests()
+        .iter()
+        .map(|r| r.body["input"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(inputs, embedded, "every archived message sent once");
+    assert!(stub.requests().iter().all(|r| r.path == "/v1/embeddings"));
+
+    let before = stub.request_count();
+    let o = with(&[
+        "prompt",
+        "smith",
+        "--input",
+        "What about the ferry?",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(stub.request_count(), before + 1, "the input, once");
+    assert_eq!(
+        stub.last_request().unwrap().body["input"],
+        serde_json::json!(["What about the ferry?"])
+    );
+
+    // Nothing archived since the import: a sleep embeds nothing new.
+    let before = stub.request_count();
+    let o = with(&["sleep", "smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let archive_requests = stub
+        .requests()
+        .iter()
+        .skip(before)
+        .filter(|r| r.path == "/v1/embeddings")
+        .count();
+    assert_eq!(archive_requests, 0, "{}", text(&o));
+
+    // A failing embedder: the prompt still comes (keywords alone); an import says why it failed.
+    stub.set_embeddings(somna_testkit::Embeddings::Status(503));
+    let o = with(&["prompt", "smith", "--input", "What about the ferry?"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(d.join("u.jsonl"), conversation(400)).unwrap();
+    let o = with(&["import", "jones", "u.jsonl", "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_says(&o, "HTTP 503");
 }

@@ -281,7 +281,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     // The agents table lists the run's agents (loopback, no token: no prompt).
     c.goto(&format!("{url}/console")).await.unwrap();
     until(
-        &c,
+        c,
         "document.querySelectorAll('#agents-table tbody tr').length === 3",
     )
     .await;
@@ -294,13 +294,12 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         .unwrap();
     assert_eq!(listed, json!(["baker", "miller", "smith"]));
     assert!(
-        c.find(Locator::Css("#token-form"))
+        !c.find(Locator::Css("#token-form"))
             .await
             .unwrap()
             .is_displayed()
             .await
             .unwrap()
-            == false
     );
     // Sorting by usage, descending: a click on the header, twice.
     click(c, "th[data-sort=usage]").await;
@@ -316,7 +315,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         .unwrap();
     until(c, "document.querySelector('#usage-chart svg') !== null").await;
     let marked = until(
-        &c,
+        c,
         "document.querySelectorAll('#chart-marks li[data-mark=compaction], #chart-marks li[data-mark=emergency]').length",
     )
     .await;
@@ -334,7 +333,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     );
     // Its history shows the summary as such.
     until(
-        &c,
+        c,
         "document.querySelectorAll('#history-list li.summary').length >= 1",
     )
     .await;
@@ -346,7 +345,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     }
     click(c, "#config-save").await;
     until(
-        &c,
+        c,
         "document.getElementById('config-status').textContent === 'saved'",
     )
     .await;
@@ -414,7 +413,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     let before = c.execute(&format!("return {live};"), vec![]).await.unwrap();
     undo.click().await.unwrap();
     until(
-        &c,
+        c,
         &format!("document.getElementById('action-result').textContent.includes('#{seq} undone')"),
     )
     .await;
@@ -431,7 +430,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     // The prompt preview, part by part.
     click(c, "#prompt-form button").await;
     until(
-        &c,
+        c,
         "document.querySelectorAll('#prompt-messages li').length > 0",
     )
     .await;
@@ -461,7 +460,7 @@ async fn with_a_token_the_console_shows_nothing_until_it_is_given() {
     type_into(c, "#token-input", "wrong").await;
     click(c, "#token-submit").await;
     until(
-        &c,
+        c,
         "document.getElementById('token-error').textContent.includes('refused')",
     )
     .await;
@@ -470,13 +469,13 @@ async fn with_a_token_the_console_shows_nothing_until_it_is_given() {
     fill(c, "#token-input", "s3cret-token").await;
     click(c, "#token-submit").await;
     until(
-        &c,
+        c,
         "document.querySelectorAll('#agents-table tbody tr').length === 3",
     )
     .await;
     c.refresh().await.unwrap();
     until(
-        &c,
+        c,
         "document.querySelectorAll('#agents-table tbody tr').length === 3",
     )
     .await;
@@ -534,7 +533,7 @@ async fn the_agents_page_with_ten_thousand_agents() {
     println!("10,000 agents: first view of the agents page after {views:?} ms (three loads)");
     // Sorting by usage asks every agent for its status: timed from the click to the new table.
     until(
-        &c,
+        c,
         "document.querySelectorAll('#agents-table tbody tr').length === 50",
     )
     .await;

@@ -10,11 +10,14 @@
 //!   fact extraction and importance scores, and a scripted agent brain.
 //! - [`transcript`]: conversations framed as data (`<transcript>` … `</transcript>`) and parsed back.
 //! - [`prompts`]: the requests Somna sends for summaries, extraction, consolidation, scores, reflections.
+//! - [`embed`]: the [`Embedder`] boundary of semantic retrieval and [`build_embedder`]: an
+//!   OpenAI-compatible `/v1/embeddings` client, or all-MiniLM-L6-v2 in process (somna-embed).
 //!
 //! See docs/llm.md for the semantics of retries, timeouts and concurrency.
 
 pub mod builtin;
 pub mod client;
+pub mod embed;
 pub mod error;
 pub mod openai;
 pub mod prompts;
@@ -24,6 +27,7 @@ pub mod types;
 
 pub use builtin::BuiltinClient;
 pub use client::{LlmClient, build_client, build_client_from_env};
+pub use embed::{EmbedError, Embedder, build_embedder, build_embedder_from_env};
 pub use error::{LlmError, Result};
 pub use openai::{OpenAiClient, OpenAiSettings};
 pub use retry::RetryPolicy;

@@ -10,6 +10,8 @@
 
 #[path = "all/builtin.rs"]
 mod builtin;
+#[path = "all/embed.rs"]
+mod embed;
 #[path = "all/openai.rs"]
 mod openai;
 #[path = "all/prompts.rs"]

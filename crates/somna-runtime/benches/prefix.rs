@@ -191,6 +191,7 @@ fn run(window: u32) -> (Vec<Turn>, Vec<Turn>) {
         events: EventBus::default(),
         clock: Clock::real(),
         gauges: Default::default(),
+        semantic: None,
     };
     let mut agent = Agent::load(config, deps).unwrap();
     // The user's side of the conversation: the fixture's user lines, round and round.

@@ -18,6 +18,8 @@
 //!   which answer turns each question's prompt holds, against two frozen baselines.
 //! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
+//! - [`semantic`]: embedding the archive while agents sleep and the input once per turn, for
+//!   retrieval that fuses meaning with keywords (`Semantic`, when `[embedder]` is set).
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
 //! - [`events`]: `Event` and the `EventBus` (tracing + broadcast).
 //! - [`clock`]: simulated (accelerated) time. [`stats`]: tick lateness.
@@ -37,6 +39,7 @@ pub mod prompt;
 pub mod runtime;
 pub mod scenario;
 pub(crate) mod scheduler;
+pub mod semantic;
 pub mod stats;
 pub mod tools;
 
@@ -66,3 +69,4 @@ pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionR
 pub use events::{Event, EventBus, Stamped};
 pub use ops::{Offline, OpsError};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, run};
+pub use semantic::Semantic;

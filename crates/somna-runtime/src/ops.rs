@@ -118,6 +118,8 @@ pub struct Offline {
     store: Store,
     /// Stamps records and loads agents.
     clock: Clock,
+    /// Semantic retrieval's embedder for the agents loaded here (sleep, prompt), if any.
+    semantic: Option<crate::semantic::Semantic>,
 }
 
 impl Offline {
@@ -126,7 +128,14 @@ impl Offline {
             config,
             store,
             clock,
+            semantic: None,
         }
+    }
+
+    /// The same, with semantic retrieval's embedder for the agents it loads.
+    pub fn with_semantic(mut self, semantic: Option<crate::semantic::Semantic>) -> Offline {
+        self.semantic = semantic;
+        self
     }
 
     /// The resolved config.
@@ -178,6 +187,7 @@ impl Offline {
             clock: self.clock,
             // An agent loaded for one operation is hosted by no runtime: counted nowhere shared.
             gauges: crate::gauges::AgentGauges::new(),
+            semantic: self.semantic.clone(),
         };
         Agent::load(base_config(&self.config, id), deps).map_err(|e| OpsError::Load(id.clone(), e))
     }

@@ -23,6 +23,7 @@
 use serde::Serialize;
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, MessageKind, Role};
+use somna_core::retrieval::{Period, period_in};
 use somna_core::tokens::{REPLY_PRIMING, TokenCounter};
 use somna_core::{AgentId, Fact, Timestamp};
 use somna_llm::{ChatMessage, prompts};
@@ -30,6 +31,36 @@ use somna_store::{DocKind, Store, StoreError};
 
 /// An archived turn longer than this part of the working context's share is cut in an excerpt.
 const MAX_TURN_SHARE: u64 = 4;
+
+/// What the working context is gathered for: the latest input's text, and when known its vector
+/// (with the model that made it) and the period it names.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<'a> {
+    /// The input's text (BM25's query).
+    pub text: &'a str,
+    /// The input's vector and the embedder model that made it (semantic retrieval).
+    pub semantic: Option<(&'a str, &'a [f32])>,
+    /// The period the input names or implies ("in May 2023", "two weeks ago"): the hits said in
+    /// it come first.
+    pub period: Option<Period>,
+}
+
+impl<'a> Query<'a> {
+    /// The query of the latest user input of `history` (its period read relative to when it
+    /// was said), with `semantic` when given.
+    pub fn latest(history: &'a [Message], semantic: Option<(&'a str, &'a [f32])>) -> Self {
+        let latest = history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User && m.is_normal());
+        let text = latest.map_or("", |m| m.content.as_str());
+        Query {
+            text,
+            semantic,
+            period: latest.and_then(|m| period_in(text, m.created_at)),
+        }
+    }
+}
 
 /// What the agent remembers that is relevant to the latest input.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -61,6 +92,26 @@ impl WorkingContext {
         counter: &TokenCounter,
         budget: u64,
     ) -> Result<Self, StoreError> {
+        let query = Query {
+            text: query,
+            ..Query::default()
+        };
+        Self::gather_with(store, agent, &query, config, counter, budget)
+    }
+
+    /// [`WorkingContext::gather`] for a [`Query`]: with its vector, archive hits rank by BM25
+    /// fused with the stored vectors' similarity (`Store::search_archive_with`); with a period,
+    /// the hits said in it come first.
+    pub fn gather_with(
+        store: &Store,
+        agent: &AgentId,
+        query: &Query<'_>,
+        config: &AgentConfig,
+        counter: &TokenCounter,
+        budget: u64,
+    ) -> Result<Self, StoreError> {
+        let (semantic, period) = (query.semantic, query.period);
+        let query = query.text;
         let mut out = WorkingContext::default();
         if query.trim().is_empty() || budget == 0 {
             return Ok(out);
@@ -90,13 +141,28 @@ impl WorkingContext {
         if memory.working_archive == 0 {
             return Ok(out);
         }
-        let hits = store.search_archive(agent, query, memory.working_archive as usize)?;
-        let turn_cap = turn_cap(config);
+        // Enough hits to fill the room: a run of three short turns takes a few dozen tokens.
+        let wanted = usize::try_from(budget.saturating_sub(used) / 24 + 8).unwrap_or(usize::MAX);
+        let limit = (memory.working_archive as usize).min(wanted);
+        let mut hits = if period.is_some() {
+            // More candidates, so that those of the period are among them.
+            store.search_archive_with(agent, query, semantic, limit.saturating_mul(4))?
+        } else {
+            store.search_archive_with(agent, query, semantic, limit)?
+        };
+        if let Some(period) = period {
+            // What was said in the period the question names first, each part in rank order.
+            hits.sort_by_key(|h| !period.contains(h.message.created_at));
+        }
+        let turn_cap = turn_cap(budget);
         let mut lines = LineCounter::new(counter);
         // Runs of consecutive seqs chosen so far, keyed by their first seq.
         let mut chosen: Vec<Excerpt> = Vec::new();
         let mut have = std::collections::BTreeSet::new();
         for hit in hits {
+            if budget.saturating_sub(used) < 8 {
+                break;
+            }
             let seq = hit.message.seq;
             if have.contains(&seq) {
                 continue;
@@ -175,17 +241,18 @@ impl WorkingContext {
             out.push_str("\n\n");
             out.push_str(prompts::ARCHIVE_HEADING);
             tokens += u64::from(counter.count_text(prompts::ARCHIVE_HEADING)) + 2;
+            let mut prev: Option<&Message> = None;
             for (i, excerpt) in self.excerpts.iter().enumerate() {
                 if i > 0 {
                     out.push_str("\n…");
                     tokens += 2;
                 }
-                let mut prev = None;
                 for m in &excerpt.turns {
                     let (line, line_tokens) = excerpt_line(m, prev, turn_cap, &mut lines);
                     out.push('\n');
                     out.push_str(&line);
-                    tokens += line_tokens + 1;
+                    // The line break and a token of margin.
+                    tokens += line_tokens + 2;
                     prev = Some(m);
                 }
             }
@@ -218,7 +285,7 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
 }
 
 /// The tokens a run of turns takes in the note at most (each on its line, the run after its
-/// separator), without building its lines.
+/// separator and under its own day heading), without building its lines.
 fn run_cost(run: &[Message], cap: u64, lines: &mut LineCounter<'_>) -> u64 {
     let mut prev = None;
     let mut cost = 2;
@@ -229,13 +296,12 @@ fn run_cost(run: &[Message], cap: u64, lines: &mut LineCounter<'_>) -> u64 {
     cost
 }
 
-/// Counts the lines of a note without tokenizing each: a date label's tokens depend only on its
-/// shape (full date or time alone), counted once, and each speaker's name once.
+/// Counts the lines of a note without tokenizing each: a day heading's tokens are the same for
+/// every day, counted once, and each speaker's name once.
 struct LineCounter<'a> {
     counter: &'a TokenCounter,
-    /// `[2023-05-08 13:56] ` and `[13:58] `, each with a token of margin.
-    full_date: u64,
-    time_only: u64,
+    /// `[2023-05-08]` and its line break, with a token of margin.
+    day: u64,
     names: std::collections::HashMap<String, u64>,
     /// What a message's stored count spends besides its content, per role and name.
     overheads: std::collections::HashMap<(Role, Option<String>), u64>,
@@ -245,8 +311,7 @@ impl<'a> LineCounter<'a> {
     fn new(counter: &'a TokenCounter) -> Self {
         LineCounter {
             counter,
-            full_date: u64::from(counter.count_text("[2023-05-08 13:56] ")) + 1,
-            time_only: u64::from(counter.count_text("[13:58] ")) + 1,
+            day: u64::from(counter.count_text("[2023-05-08]\n")) + 1,
             names: std::collections::HashMap::new(),
             overheads: std::collections::HashMap::new(),
         }
@@ -270,12 +335,8 @@ impl<'a> LineCounter<'a> {
 
     /// At most the tokens of `m`'s line after `prev` (see [`excerpt_line`]), without building it.
     fn turn(&mut self, m: &Message, prev: Option<&Message>, cap: u64) -> u64 {
-        let label = if same_day(m, prev) {
-            self.time_only
-        } else {
-            self.full_date
-        };
-        label + self.name(speaker(m)) + self.content(m).min(cap + 2) + 1
+        let heading = if same_day(m, prev) { 0 } else { self.day };
+        heading + self.name(speaker(m)) + self.content(m).min(cap + 2) + 2
     }
 
     fn name(&mut self, who: &str) -> u64 {
@@ -289,25 +350,22 @@ impl<'a> LineCounter<'a> {
     }
 }
 
-/// One archived turn as the prompt shows it — `[2023-05-08 13:56] Nora: text`, on one line, cut to
-/// about `cap` tokens; after a turn of the same day (`prev`) only the time is shown, `[13:58]` —
-/// and an upper bound of its tokens: its label's and name's, and the message's stored count
-/// (which covers its content and more), so a long note is never tokenized whole.
+/// One archived turn as the prompt shows it — `Nora: text`, on one line, cut to about `cap`
+/// tokens, under a `[2023-05-08]` heading when its day differs from the turn before it (`prev`,
+/// the previous line of the note) — and an upper bound of its tokens: its heading's and name's,
+/// and the message's stored count (which covers its content and more), so a long note is never
+/// tokenized whole. The day is what "when" questions need; a time of day per line would cost
+/// about as many tokens as a short turn.
 fn excerpt_line(
     m: &Message,
     prev: Option<&Message>,
     cap: u64,
     lines: &mut LineCounter<'_>,
 ) -> (String, u64) {
-    let who = m.name.as_deref().unwrap_or(match m.role {
-        Role::User => "user",
-        Role::Assistant => "you",
-        Role::Tool => "tool",
-        Role::System => "system",
-    });
+    let who = speaker(m);
     let text = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
     let (text, text_tokens) = if u64::from(m.tokens) <= cap {
-        (text, u64::from(m.tokens))
+        (text, lines.content(m))
     } else {
         // About four characters a token; cut at a word boundary.
         let max_chars = usize::try_from(cap.saturating_mul(4)).unwrap_or(usize::MAX);
@@ -319,18 +377,23 @@ fn excerpt_line(
         let tokens = u64::from(lines.counter.count_text(&cut));
         (cut, tokens)
     };
-    let label = m.created_at.minute_label();
-    let (when, label_tokens) = match label.get(11..) {
-        Some(time) if same_day(m, prev) => (time, lines.time_only),
-        _ => (label.as_str(), lines.full_date),
-    };
-    let tokens = label_tokens + lines.name(who) + text_tokens;
-    (format!("[{when}] {who}: {text}"), tokens)
+    let name_tokens = lines.name(who);
+    if same_day(m, prev) {
+        (format!("{who}: {text}"), name_tokens + text_tokens)
+    } else {
+        let label = m.created_at.minute_label();
+        let day = label.get(..10).unwrap_or(&label);
+        (
+            format!("[{day}]\n{who}: {text}"),
+            lines.day + name_tokens + text_tokens,
+        )
+    }
 }
 
-/// The most tokens one archived turn takes in the note: a quarter of the working context's share.
-fn turn_cap(config: &AgentConfig) -> u64 {
-    (config.compaction.working_budget() / MAX_TURN_SHARE).max(32)
+/// The most tokens one archived turn takes in a working context of `budget` tokens: a quarter
+/// of it (at least 32), so that one long turn cannot crowd out every other hit.
+fn turn_cap(budget: u64) -> u64 {
+    (budget / MAX_TURN_SHARE).max(32)
 }
 
 /// Who said `m`, as an excerpt names them.
@@ -498,9 +561,13 @@ pub fn build(
     // The working context may use whatever the rest leaves free (its share is reserved by the
     // usage formula, so at least that much is free whenever usage is below the thresholds).
     let room = budget.saturating_sub(used);
-    let turn_cap = turn_cap(config);
-    if let Some((mut note, estimate)) = working.render(counter, turn_cap) {
+    if let Some((mut note, estimate)) = working.render(counter, turn_cap(room)) {
         let mut tokens = u32::try_from(estimate).unwrap_or(u32::MAX);
+        // The estimate sums each line's parts (with a token of margin a line); near the room's
+        // edge the note is counted whole, so the prompt never passes its budget.
+        if u64::from(tokens) * 10 > room * 9 {
+            tokens = counter.count_message(&Message::new(Role::System, &note));
+        }
         if u64::from(tokens) > room {
             note = cut_to_tokens(&note, room.saturating_sub(8), counter);
             tokens = counter.count_message(&Message::new(Role::System, &note));
@@ -586,6 +653,18 @@ pub fn assemble(
     history: &[Message],
     counter: &TokenCounter,
 ) -> Result<(Prompt, WorkingContext), StoreError> {
+    assemble_with(store, agent, config, history, None, counter)
+}
+
+/// [`assemble`] with the latest input's vector and the model that made it (semantic retrieval).
+pub fn assemble_with(
+    store: &Store,
+    agent: &AgentId,
+    config: &AgentConfig,
+    history: &[Message],
+    semantic: Option<(&str, &[f32])>,
+    counter: &TokenCounter,
+) -> Result<(Prompt, WorkingContext), StoreError> {
     // What the prompt leaves free without a working context is the working context's room: at
     // least its reserved share while usage is below the thresholds, more when the live history is
     // short.
@@ -596,8 +675,8 @@ pub fn assemble(
     } else {
         bare.budget.saturating_sub(bare.total_tokens())
     };
-    let working =
-        WorkingContext::gather(store, agent, latest_input(history), config, counter, room)?;
+    let query = Query::latest(history, semantic);
+    let working = WorkingContext::gather_with(store, agent, &query, config, counter, room)?;
     let built = build(config, &working, history, counter);
     Ok((built, working))
 }
@@ -611,13 +690,25 @@ pub fn preview(
     input: &str,
     now: Timestamp,
 ) -> Result<(Prompt, WorkingContext), StoreError> {
+    preview_with(store, agent, config, input, None, now)
+}
+
+/// [`preview`] with `input`'s vector and the model that made it (semantic retrieval).
+pub fn preview_with(
+    store: &Store,
+    agent: &AgentId,
+    config: &AgentConfig,
+    input: &str,
+    semantic: Option<(&str, &[f32])>,
+    now: Timestamp,
+) -> Result<(Prompt, WorkingContext), StoreError> {
     let counter = TokenCounter::for_model(&config.model);
     let mut history = store.history(agent)?;
     let mut next = Message::user(input).at(now);
     next.seq = store.agent(agent)?.map_or(0, |r| r.next_seq);
     next.tokens = counter.count_message(&next);
     history.push(next);
-    assemble(store, agent, config, &history, &counter)
+    assemble_with(store, agent, config, &history, semantic, &counter)
 }
 
 /// The most tokens the agent's LLM call may carry: what an over-budget check compares a

@@ -89,6 +89,8 @@ pub struct RuntimeOptions {
     pub event_capacity: usize,
     /// Whether the scheduler sends sleeps (tests may drive sleeps by hand).
     pub schedule_sleeps: bool,
+    /// Semantic retrieval's embedder (`[embedder]`), if any.
+    pub semantic: Option<crate::semantic::Semantic>,
 }
 
 impl Default for RuntimeOptions {
@@ -98,6 +100,7 @@ impl Default for RuntimeOptions {
             arbiters: 0,
             event_capacity: 4096,
             schedule_sleeps: true,
+            semantic: None,
         }
     }
 }
@@ -128,6 +131,8 @@ struct Inner {
     cluster_stop: Arc<std::sync::atomic::AtomicBool>,
     /// The NATS client of a cluster node, once connected (inbox wake-ups).
     nats: std::sync::OnceLock<async_nats::Client>,
+    /// Semantic retrieval's embedder, handed to every agent.
+    semantic: Option<crate::semantic::Semantic>,
 }
 
 /// An agent the runtime hosts.
@@ -210,6 +215,7 @@ impl Runtime {
                 config,
                 cluster_stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 nats: std::sync::OnceLock::new(),
+                semantic: options.semantic,
             }),
         };
         if store.cluster().is_some() {
@@ -242,6 +248,7 @@ impl Runtime {
             events: self.inner.events.clone(),
             clock: self.inner.clock,
             gauges: self.inner.gauges.clone(),
+            semantic: self.inner.semantic.clone(),
         }
     }
 

@@ -228,7 +228,7 @@ async fn consecutive_prompts_share_everything_but_the_new_turns_and_the_note() {
     assert!(!first.messages[0].content.contains("[WORKING CONTEXT]"));
 }
 
-/// A hit comes back with the turn before it and the reply after it, dated and named, as one
+/// A hit comes back with the turn before it and the reply after it, under their days and named, as one
 /// excerpt; the answer in the reply is there though it shares no word with the question.
 #[tokio::test]
 async fn a_hit_brings_its_neighbours_and_their_dates() {
@@ -268,12 +268,12 @@ async fn a_hit_brings_its_neighbours_and_their_dates() {
         "the question and the reply after it: {working:?}"
     );
     let note = &built.messages[built.note_index.unwrap()].content;
+    // Each day heads what was said that day.
     assert!(
-        note.contains("[2023-05-09 10:00] Nora: We went with Biscuit!"),
-        "{note}"
-    );
-    assert!(
-        note.contains("[2023-05-08 10:00] Omar: Nora, what did you end up naming the puppy?"),
+        note.contains(
+            "[2023-05-08]\nOmar: Nora, what did you end up naming the puppy?\n\
+             [2023-05-09]\nNora: We went with Biscuit!"
+        ),
         "{note}"
     );
 }

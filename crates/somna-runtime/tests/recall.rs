@@ -8,17 +8,18 @@ use std::path::PathBuf;
 use somna_core::config::ResolvedConfig;
 use somna_llm::build_client;
 use somna_runtime::eval::{
-    self, BM25_TOP5, Dataset, LAST_WINDOW, RecallOptions, RecallReport, SOMNA, SOMNA_CONSOLIDATED,
+    self, BM25_IN_ROOM, BM25_NEIGHBOURS, BM25_PACKED, BM25_TOP5, Dataset, LAST_WINDOW,
+    RecallOptions, RecallReport, SOMNA, SOMNA_CONSOLIDATED, SOMNA_RETRIEVED,
 };
 
 /// The slice: the first 2 conversations, the first 30 questions of each.
 const CONVERSATIONS: usize = 2;
 const QUESTIONS: usize = 30;
-/// Somna's floors on the slice at a 4,000-token window (measured when set: some 0.767, all 0.700,
-/// i.e. 46 and 42 of 60; before the index, neighbours, stems and the budget: 0.533 and 0.467).
-/// Raise them when retrieval improves.
-const SOME_FLOOR: f64 = 0.72;
-const ALL_FLOOR: f64 = 0.65;
+/// Somna's floors on the slice at a 4,000-token window (measured when set: some 0.783, all 0.717,
+/// i.e. 47 and 43 of 60; at issue 12: 0.767 and 0.700; before the index, neighbours, stems and the
+/// budget: 0.533 and 0.467). Raise them when retrieval improves.
+const SOME_FLOOR: f64 = 0.75;
+const ALL_FLOOR: f64 = 0.68;
 
 fn dataset() -> Dataset {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall");
@@ -64,7 +65,16 @@ async fn recall_on_a_slice_accounts_for_every_question_and_keeps_its_floor() {
         report.imports
     );
     let names: Vec<&str> = report.methods.iter().map(|m| m.method.as_str()).collect();
-    assert_eq!(names, [SOMNA, LAST_WINDOW, BM25_TOP5]);
+    let all = [
+        SOMNA,
+        SOMNA_RETRIEVED,
+        BM25_IN_ROOM,
+        BM25_NEIGHBOURS,
+        BM25_PACKED,
+        LAST_WINDOW,
+        BM25_TOP5,
+    ];
+    assert_eq!(names, all);
     for m in &report.methods {
         let o = &m.overall;
         assert_eq!(o.questions, asked, "{}", m.method);
@@ -89,7 +99,29 @@ async fn recall_on_a_slice_accounts_for_every_question_and_keeps_its_floor() {
         }
     }
     // Every question once per method in the details.
-    assert_eq!(report.details.len(), 3 * asked);
+    assert_eq!(report.details.len(), all.len() * asked);
+    // The equal-room baseline never takes more room than Somna's working context had, and the
+    // packed baselines fill the budget as far as whole turns allow.
+    for d in report.details.iter().filter(|d| d.method == BM25_IN_ROOM) {
+        let note = report
+            .details
+            .iter()
+            .find(|n| {
+                n.method == SOMNA_RETRIEVED
+                    && n.conversation == d.conversation
+                    && n.question == d.question
+            })
+            .unwrap();
+        assert!(
+            d.tokens <= note.tokens,
+            "{d:?} took more room than {note:?}"
+        );
+    }
+    let packed = &report.method(BM25_NEIGHBOURS).unwrap().overall;
+    assert!(
+        packed.tokens_mean * 10.0 > report.budget as f64 * 9.0,
+        "{packed:?}"
+    );
     let somna = &report.method(SOMNA).unwrap().overall;
     println!(
         "somna on the slice: some {:.3}, all {:.3}",
@@ -119,3 +151,50 @@ async fn consolidation_adds_a_row_measured_on_the_same_questions() {
     assert_eq!(after.over_budget, 0);
     assert!(report.details.is_empty());
 }
+
+/// The held-out split (datasets/recall-heldout, never tuned on): on a slice at a 4,000-token
+/// window, Somna's prompt holds at least as much evidence as BM25 + neighbours packed into the
+/// whole budget, and its working context more than that baseline in the same room, and neither
+/// falls below the floor set a few points under what was measured when it was set.
+#[tokio::test]
+async fn the_held_out_split_keeps_its_floor_and_the_packed_baseline() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall-heldout");
+    let dataset = Dataset::load(&dir).unwrap();
+    let config = config();
+    let llm = build_client(&config.llm, &|_| None).unwrap();
+    let options = RecallOptions {
+        limit_conversations: Some(HELD_OUT_CONVERSATIONS),
+        limit_questions: Some(HELD_OUT_QUESTIONS),
+        ..RecallOptions::default()
+    };
+    let report = eval::recall(&dataset, &config, llm, &options)
+        .await
+        .unwrap();
+    let overall = |m: &str| report.method(m).unwrap().overall.clone();
+    let (somna, packed) = (overall(SOMNA), overall(BM25_NEIGHBOURS));
+    let (note, room) = (overall(SOMNA_RETRIEVED), overall(BM25_IN_ROOM));
+    println!(
+        "held-out slice: somna {}/{} some/all, bm25+nbrs {}/{}, somna-note {} vs bm25+nbrs@room {}",
+        somna.some, somna.all, packed.some, packed.all, note.some, room.some
+    );
+    assert!(
+        somna.some_share >= HELD_OUT_SOME_FLOOR && somna.all_share >= HELD_OUT_ALL_FLOOR,
+        "held-out recall fell below its floor: {somna:?}"
+    );
+    assert!(
+        somna.some >= packed.some && somna.all >= packed.all,
+        "the packed baseline holds more: somna {somna:?}, bm25+nbrs {packed:?}"
+    );
+    assert!(
+        note.some > room.some,
+        "somna-note {note:?} vs bm25+nbrs@room {room:?}"
+    );
+}
+
+/// The held-out slice: the first 3 conversations, the first 40 questions of each.
+const HELD_OUT_CONVERSATIONS: usize = 3;
+const HELD_OUT_QUESTIONS: usize = 40;
+/// Floors on the held-out slice (BM25, no embedder, 4,000-token window), a few points under
+/// what was measured when they were set: 77 / 74 of 120 (0.642 / 0.617); bm25+nbrs 70 / 68.
+const HELD_OUT_SOME_FLOOR: f64 = 0.60;
+const HELD_OUT_ALL_FLOOR: f64 = 0.57;

@@ -154,6 +154,7 @@ pub fn agent_deps(store: &Store, llm: Arc<dyn LlmClient>, clock: Clock) -> Agent
         events: EventBus::default(),
         clock,
         gauges: Default::default(),
+        semantic: None,
     }
 }
 

@@ -137,6 +137,7 @@ async fn plan_tick_import_status_and_the_compactor_agree_on_usage() {
             events,
             clock: Clock::starting_at(Timestamp(0), 1.0),
             gauges: Default::default(),
+            semantic: None,
         },
     )
     .unwrap();

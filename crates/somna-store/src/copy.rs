@@ -51,6 +51,7 @@ impl Store {
             EVENTS,
             UNDO,
             TERMS,
+            VECTORS,
             INBOX,
             AGENTS,
         ] {

@@ -15,6 +15,9 @@
 //! - [`index`]: the inverted index of messages, journal entries and facts, kept up to date in the
 //!   writes that create them; [`Store::search`] and [`Store::search_archive`] (BM25, reading only
 //!   the query terms' postings).
+//! - [`vectors`]: embedding vectors of archived messages, quantized, written while agents sleep
+//!   ([`Store::messages_to_embed`], [`Store::put_vectors`]) and searched by a flat scan
+//!   ([`Store::search_vectors`]); [`Store::search_archive_with`] fuses them with BM25.
 //! - [`inbox`]: inputs waiting for the node that owns their agent ([`Store::enqueue`],
 //!   [`Store::append_from_inbox`], exactly once).
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
@@ -45,6 +48,7 @@ pub mod journal;
 mod keys;
 pub mod messages;
 pub mod store;
+pub mod vectors;
 mod view;
 
 pub use check::InvariantReport;
@@ -57,3 +61,4 @@ pub use inbox::InboxItem;
 pub use index::{ArchiveHit, DocKind, ScoredDoc};
 pub use somna_core::LoggedEvent;
 pub use store::{PostgresOptions, Store, StoreOptions};
+pub use vectors::{ToEmbed, VectorsMeta};

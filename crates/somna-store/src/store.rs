@@ -132,6 +132,8 @@ pub mod tree_names {
     pub const TERMS: &str = "terms";
     /// Inputs waiting for the node that owns their agent (a cluster's routing, see `inbox`).
     pub const INBOX: &str = "inbox";
+    /// Embedding vectors of archived messages, quantized (see the `vectors` module).
+    pub const VECTORS: &str = "vectors";
 }
 
 pub(crate) struct Trees {
@@ -145,6 +147,7 @@ pub(crate) struct Trees {
     pub(crate) undo: Tree,
     pub(crate) terms: Tree,
     pub(crate) inbox: Tree,
+    pub(crate) vectors: Tree,
 }
 
 /// Which tree a write goes to (the index into the transaction's views).
@@ -386,6 +389,7 @@ impl Store {
             undo: db.tree(UNDO)?,
             terms: db.tree(TERMS)?,
             inbox: db.tree(INBOX)?,
+            vectors: db.tree(VECTORS)?,
         };
         Ok(Store {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {

@@ -39,3 +39,5 @@ mod layout;
 mod messages;
 #[path = "all/props.rs"]
 mod props;
+#[path = "all/vectors.rs"]
+mod vectors;

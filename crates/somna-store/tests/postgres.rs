@@ -45,3 +45,5 @@ mod journal;
 mod messages;
 #[path = "all/props.rs"]
 mod props;
+#[path = "all/vectors.rs"]
+mod vectors;

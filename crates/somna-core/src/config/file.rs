@@ -18,8 +18,8 @@ use super::error::{ConfigError, ConfigErrors, Result};
 use super::overrides::apply_override;
 use super::source::{ErrorSink, SourceMap, concat_path, join_key, line_col};
 use super::{
-    AgentOverrides, ClusterSection, CompactionOverrides, LlmConfig, MemoryOverrides,
-    RuntimeSection, StoreConfig, ToolSpec,
+    AgentOverrides, ClusterSection, CompactionOverrides, EmbedderSection, LlmConfig,
+    MemoryOverrides, RuntimeSection, StoreConfig, ToolSpec,
 };
 use crate::id::AgentId;
 
@@ -39,6 +39,8 @@ pub struct RuntimeConfig {
     pub runtime: RuntimeSection,
     /// `[cluster]`: node name, shards and leases for `somna run --cluster`.
     pub cluster: ClusterSection,
+    /// `[embedder]`: the embedder of semantic retrieval (none by default: BM25 alone).
+    pub embedder: EmbedderSection,
     /// `[defaults]`: what every agent gets unless its entry says otherwise.
     pub defaults: DefaultsSection,
     /// `[[agents]]`: the agents the runtime hosts from the start.
@@ -162,7 +164,9 @@ impl AgentEntry {
 }
 
 /// The top-level tables of runtime.toml.
-const SECTIONS: &[&str] = &["store", "llm", "runtime", "cluster", "defaults", "agents"];
+const SECTIONS: &[&str] = &[
+    "store", "llm", "runtime", "cluster", "embedder", "defaults", "agents",
+];
 
 /// How many keys one section may lose to errors before reading it stops (a bound on the re-reads;
 /// real files never come close).
@@ -206,6 +210,7 @@ impl RuntimeConfig {
         let llm = read_section(&mut sink, &root, "llm");
         let runtime = read_section(&mut sink, &root, "runtime");
         let cluster = read_section(&mut sink, &root, "cluster");
+        let embedder = read_section(&mut sink, &root, "embedder");
         let defaults = read_section(&mut sink, &root, "defaults");
         let agents = read_agents(&mut sink, root.get("agents"));
         errors.0.extend(sink.into_errors());
@@ -215,6 +220,7 @@ impl RuntimeConfig {
             llm,
             runtime,
             cluster,
+            embedder,
             defaults,
             agents,
             source,

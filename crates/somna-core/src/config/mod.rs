@@ -328,7 +328,7 @@ impl Default for MemoryConfig {
             importance: Scorer::Heuristic,
             reflection_threshold: 50,
             working_facts: 5,
-            working_archive: 24,
+            working_archive: 256,
         }
     }
 }
@@ -808,6 +808,74 @@ impl Default for ClusterSection {
             poll_every: Duration::from_secs(1),
             nats_url: String::new(),
         }
+    }
+}
+
+crate::str_enum! {
+    /// Which embedder computes the vectors of semantic retrieval (`[embedder] provider`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EmbedderProvider as "embedder provider" {
+        /// None: retrieval is BM25 alone (offline, nothing to set up).
+        #[default]
+        None = "none",
+        /// An OpenAI-compatible `/v1/embeddings` server (OpenAI, vLLM, llama.cpp's server,
+        /// Ollama, TEI) at `base_url`.
+        Openai = "openai",
+        /// all-MiniLM-L6-v2 in process, loaded from `path` (a build with the `local-embedder`
+        /// feature; `scripts/local-embedder.sh` installs the model).
+        Local = "local",
+    }
+}
+
+/// The resolved `[embedder]` section (also its raw form: every key has a built-in default): the
+/// embedder that semantic retrieval uses, for every agent. Vectors are computed while agents
+/// sleep (what was archived since the last sleep) and once per turn for the input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedderSection {
+    /// `none` (BM25 only), `openai` or `local`.
+    pub provider: EmbedderProvider,
+    /// With `openai`: the server's base URL, e.g. `http://127.0.0.1:8090/v1`.
+    pub base_url: String,
+    /// With `openai`: the embedding model's name. Stored vectors name it: vectors of another
+    /// model are computed anew.
+    pub model: String,
+    /// With `openai`: the environment variable that holds the API key (never the key); empty
+    /// for none.
+    pub api_key_env: String,
+    /// With `local`: the directory holding `model.safetensors` and `tokenizer.json`.
+    pub path: String,
+    /// How long one embedding request may take.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Texts per request (or per batch in process).
+    pub batch: u32,
+    /// The most archived messages one sleep embeds (the rest wait for the next sleep); 0 means
+    /// no limit.
+    pub max_per_sleep: u32,
+}
+
+impl Default for EmbedderSection {
+    /// No embedder; 30 s requests of 64 texts; at most 5,000 messages a sleep.
+    fn default() -> Self {
+        EmbedderSection {
+            provider: EmbedderProvider::None,
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            path: String::new(),
+            timeout: Duration::from_secs(30),
+            batch: 64,
+            max_per_sleep: 5_000,
+        }
+    }
+}
+
+impl EmbedderSection {
+    /// True when an embedder is configured.
+    pub fn is_on(&self) -> bool {
+        self.provider != EmbedderProvider::None
     }
 }
 

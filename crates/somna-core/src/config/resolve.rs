@@ -10,11 +10,12 @@ use super::error::{ConfigError, ConfigErrors, Result};
 use super::file::{RuntimeConfig, agent_labels};
 use super::source::ErrorSink;
 use super::validate::{
-    Reporter, check_agent, check_cluster, check_llm, check_runtime, check_store, check_tools,
+    Reporter, check_agent, check_cluster, check_embedder, check_llm, check_runtime, check_store,
+    check_tools,
 };
 use super::{
-    AgentConfig, AgentOverrides, ClusterSection, CompactionConfig, DEFAULT_PERSONA, LlmConfig,
-    MemoryConfig, RuntimeSection, StoreConfig, ToolSpec,
+    AgentConfig, AgentOverrides, ClusterSection, CompactionConfig, DEFAULT_PERSONA,
+    EmbedderSection, LlmConfig, MemoryConfig, RuntimeSection, StoreConfig, ToolSpec,
 };
 use crate::id::AgentId;
 
@@ -29,6 +30,8 @@ pub struct ResolvedConfig {
     pub runtime: RuntimeSection,
     /// `[cluster]` (used by `somna run --cluster`).
     pub cluster: ClusterSection,
+    /// `[embedder]`: semantic retrieval's embedder, if any.
+    pub embedder: EmbedderSection,
     /// What an agent that the file does not list (one created through the API) starts from.
     pub defaults: AgentDefaults,
     /// The agents of the file, in file order.
@@ -150,6 +153,7 @@ impl Default for ResolvedConfig {
             llm,
             runtime: RuntimeSection::default(),
             cluster: ClusterSection::default(),
+            embedder: EmbedderSection::default(),
             agents: Vec::new(),
         }
     }
@@ -219,6 +223,7 @@ impl RuntimeConfig {
         sink.findings("llm", "llm", check_llm(&self.llm));
         sink.findings("runtime", "runtime", check_runtime(&self.runtime));
         sink.findings("cluster", "cluster", check_cluster(&self.cluster));
+        sink.findings("embedder", "embedder", check_embedder(&self.embedder));
 
         let defaults_layer = self.defaults.overrides();
         let mut defaults = AgentDefaults::builtin(self.llm.model.clone()).layered(&defaults_layer);
@@ -287,6 +292,7 @@ impl RuntimeConfig {
             llm: self.llm.clone(),
             runtime: self.runtime.clone(),
             cluster: self.cluster.clone(),
+            embedder: self.embedder.clone(),
             defaults,
             agents,
         })

@@ -12,8 +12,9 @@ use crate::message::{Message, Role};
 use crate::tokens::TokenCounter;
 
 use super::{
-    AgentDefaults, BUILTIN_TOOLS, CacheHint, ClusterSection, CompactionConfig, LlmConfig,
-    MIN_CONTEXT_TOKENS, Provider, RuntimeSection, StoreBackend, StoreConfig, ToolSpec,
+    AgentDefaults, BUILTIN_TOOLS, CacheHint, ClusterSection, CompactionConfig, EmbedderProvider,
+    EmbedderSection, LlmConfig, MIN_CONTEXT_TOKENS, Provider, RuntimeSection, StoreBackend,
+    StoreConfig, ToolSpec,
 };
 
 /// One problem: the key, relative to the checked table, and what is wrong.
@@ -551,6 +552,47 @@ pub(crate) fn check_cluster(cluster: &ClusterSection) -> Vec<Finding> {
             "nats_url",
             "must start with nats:// (e.g. \"nats://127.0.0.1:4222\"), or be empty for none",
         ));
+    }
+    findings
+}
+
+/// Checks `[embedder]`: what the provider needs is set.
+pub(crate) fn check_embedder(embedder: &EmbedderSection) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    match embedder.provider {
+        EmbedderProvider::None => {}
+        EmbedderProvider::Openai => {
+            if !(embedder.base_url.starts_with("http://")
+                || embedder.base_url.starts_with("https://"))
+            {
+                findings.push(finding(
+                    "base_url",
+                    "must be an http:// or https:// URL (e.g. \"http://127.0.0.1:8090/v1\") with \
+                     provider = \"openai\"",
+                ));
+            }
+            if embedder.model.trim().is_empty() {
+                findings.push(finding(
+                    "model",
+                    "must name the embedding model with provider = \"openai\"",
+                ));
+            }
+        }
+        EmbedderProvider::Local => {
+            if embedder.path.trim().is_empty() {
+                findings.push(finding(
+                    "path",
+                    "must name the model directory with provider = \"local\" \
+                     (scripts/local-embedder.sh prints it)",
+                ));
+            }
+        }
+    }
+    if embedder.timeout.is_zero() {
+        findings.push(finding("timeout", "must be above zero"));
+    }
+    if embedder.batch == 0 || embedder.batch > 2_048 {
+        findings.push(finding("batch", "must be 1 to 2048"));
     }
     findings
 }

@@ -260,8 +260,16 @@ pub fn terms(text: &str) -> Vec<String> {
     out
 }
 
+/// The first character of a speaker term: the analyzer never emits it in a text term, so
+/// `@nora` ("said by Nora") and `nora` ("mentions Nora") are two terms with their own document
+/// frequencies.
+pub const SPEAKER_MARK: char = '@';
+
 /// The terms of a document (a message, a journal entry, a fact) with their counts, and its length
-/// in terms. `speaker` (a message's `name`) is indexed as part of the document.
+/// in terms. `speaker` (a message's `name`) is indexed as a field of its own: each of its terms
+/// with [`SPEAKER_MARK`] before it ([`speaker_term`]). A name is rare among the turns that
+/// mention it and common among the turns its owner said, so a question naming someone finds
+/// the turns about them first and what they said after.
 pub fn document_terms(text: &str, speaker: Option<&str>) -> (HashMap<String, u32>, u32) {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut len = 0u32;
@@ -270,10 +278,18 @@ pub fn document_terms(text: &str, speaker: Option<&str>) -> (HashMap<String, u32
         *counts.entry(t).or_default() += 1;
     };
     if let Some(name) = speaker {
-        for_each_term(name, &mut add);
+        for_each_term(name, |t| add(speaker_term(&t)));
     }
     for_each_term(text, &mut add);
     (counts, len)
+}
+
+/// The speaker-field twin of the text term `term` (see [`document_terms`]).
+pub fn speaker_term(term: &str) -> String {
+    let mut out = String::with_capacity(term.len() + 1);
+    out.push(SPEAKER_MARK);
+    out.push_str(term);
+    out
 }
 
 fn for_each_term(text: &str, mut emit: impl FnMut(String)) {
@@ -343,7 +359,10 @@ mod tests {
     fn a_document_is_indexed_with_its_speaker() {
         let (counts, len) = document_terms("I adopted the cats", Some("Nora"));
         assert_eq!(len, 3);
-        assert_eq!(counts.get("nora"), Some(&1));
+        // The speaker is a field of its own: said by Nora is not the same term as names Nora.
+        assert_eq!(counts.get("@nora"), Some(&1));
+        assert_eq!(counts.get("nora"), None);
+        assert_eq!(speaker_term("nora"), "@nora");
         assert_eq!(counts.get("adopt"), Some(&1));
         assert_eq!(counts.get("cat"), Some(&1));
     }

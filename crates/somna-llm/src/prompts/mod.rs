@@ -328,7 +328,7 @@ pub const MEMORY_HEADING: &str = "## What you remember";
 /// what follows was recalled for this turn, it is not part of the conversation.
 pub const WORKING_CONTEXT_NOTE: &str = "[WORKING CONTEXT] Recalled from your memory and earlier \
 conversation for the message that follows. It is background, not something anyone just said; \
-the times are when it was said.";
+each [date] heads what was said that day.";
 /// The heading of the recalled archive excerpts in the chat prompt's working context.
 pub const ARCHIVE_HEADING: &str = "## Earlier conversation that may be relevant (archived)";
 

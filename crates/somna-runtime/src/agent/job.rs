@@ -113,6 +113,9 @@ pub enum SleepFailure {
     Reflection(JobError),
     #[error("compaction failed: {0}")]
     Compaction(JobError),
+    /// Embedding the archive failed; it is tried again at the next sleep.
+    #[error("embedding the archive failed: {0}")]
+    Embedding(String),
 }
 
 fn join_failures(failures: &[SleepFailure]) -> String {
@@ -141,6 +144,8 @@ pub struct JobOutcome {
     pub tool_rounds_exhausted: bool,
     /// The server's usage reports of the step's chat calls.
     pub chat_usage: ChatUsage,
+    /// Archived messages a sleep embedded (semantic retrieval).
+    pub embedded: usize,
 }
 
 impl Job {
@@ -312,10 +317,27 @@ impl JobContext {
         let store = &self.deps.store;
         let specs = tools::all_specs(&self.config);
         let mut calibration = self.calibration;
+        // The input's vector, once per turn (the tool rounds after it retrieve for the same input).
+        let mut query: Option<(String, Vec<f32>)> = None;
+        if let Some(semantic) = &self.deps.semantic {
+            let history = store.history(&self.id)?;
+            let input = prompt::latest_input(&history);
+            let embedder = semantic.embedder.as_ref();
+            if let Some(v) = crate::semantic::embed_query(embedder, &self.id, input).await {
+                query = Some((embedder.model().to_string(), v));
+            }
+        }
         for _round in 0..MAX_TOOL_ROUNDS {
             let history = store.history(&self.id)?;
-            let (built, _) =
-                prompt::assemble(store, &self.id, &self.config, &history, &self.counter)?;
+            let semantic = query.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
+            let (built, _) = prompt::assemble_with(
+                store,
+                &self.id,
+                &self.config,
+                &history,
+                semantic,
+                &self.counter,
+            )?;
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
                 .with_purpose(Purpose::Chat)

@@ -66,6 +66,8 @@ pub struct AgentDeps {
     pub clock: Clock,
     /// The runtime's agent gauges: each agent keeps its state and usage counted there.
     pub gauges: AgentGauges,
+    /// The embedder of semantic retrieval, when `[embedder]` sets one (BM25 alone otherwise).
+    pub semantic: Option<crate::semantic::Semantic>,
 }
 
 /// One hosted agent.

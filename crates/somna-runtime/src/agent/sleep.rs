@@ -51,6 +51,20 @@ impl JobContext {
                 reason.clone(),
             )));
         }
+        // What was archived since the last sleep gets its vectors now, off the turns' path.
+        if let Some(semantic) = &self.deps.semantic {
+            match crate::semantic::embed_archive(
+                &self.deps.store,
+                &self.id,
+                semantic.embedder.as_ref(),
+                semantic.max_per_sleep,
+            )
+            .await
+            {
+                Ok(report) => out.embedded = report.embedded,
+                Err(e) => failures.push(SleepFailure::Embedding(e.to_string())),
+            }
+        }
         // The next sleep's due time outlives this process (and, in a cluster, this node): it is
         // advanced in the transaction that logs this sleep. The steps above commit on their own
         // before it; a crash in between runs the sleep again (consolidation and a compaction at

@@ -1,9 +1,16 @@
-//! The two baselines every recall run is compared with, on the same data and the same budget:
+//! The baselines every recall run is compared with, on the same data and the same budget:
 //!
 //! - **last-window**: the persona, then the raw transcript's most recent turns that fit in the
 //!   budget (what an agent without compaction or retrieval would send), then the question.
+//! - **bm25-packed**: the persona, then the raw-transcript turns plain Okapi BM25 ranks for the
+//!   question, best first, as many as fit in the whole budget, then the question.
+//! - **bm25+nbrs**: the same, each hit with the turn before and the turn after it (the strongest
+//!   simple baseline: a keyword search whose hits bring their context, packed into the window).
+//! - **bm25+nbrs@room**: bm25+nbrs packed into only the room Somna's working context took for
+//!   the same question (no persona, no question): Somna's retrieval against the baseline's at
+//!   equal room.
 //! - **bm25-top5**: the persona, the 5 raw-transcript turns that plain Okapi BM25 ranks best for
-//!   the question, then the question.
+//!   the question, then the question (the first baseline; it leaves most of the window empty).
 //!
 //! The BM25 here is written out on purpose instead of calling `somna_core::retrieval`: a baseline
 //! must stay frozen (k1 1.2, b 0.75, lower-cased alphanumeric terms, a short stop list, no
@@ -109,6 +116,89 @@ impl<'a> Transcript<'a> {
         }
         contents.push(question.to_string());
         BaselinePrompt { contents, tokens }
+    }
+
+    /// The persona, then BM25's hits for `question` in rank order — each with the turn before
+    /// and after it when `neighbours` — as many as fit in `budget` with the persona and the
+    /// question (a run that does not fit is tried as its hit alone; a hit that does not fit is
+    /// passed over for the next), in transcript order, then the question.
+    pub fn bm25_packed(
+        &self,
+        persona: &str,
+        question: &str,
+        budget: u64,
+        neighbours: bool,
+        counter: &TokenCounter,
+    ) -> BaselinePrompt {
+        let fixed = u64::from(counter.count_text(persona))
+            + u64::from(counter.count_message(&Message::user(question)));
+        let (turns, used) = self.pack(question, budget.saturating_sub(fixed), neighbours);
+        let mut contents = Vec::with_capacity(turns.len() + 2);
+        contents.push(persona.to_string());
+        contents.extend(turns.into_iter().map(|i| self.turns[i].content.clone()));
+        contents.push(question.to_string());
+        BaselinePrompt {
+            contents,
+            tokens: fixed + used,
+        }
+    }
+
+    /// BM25's hits for `question` among the first `archived` turns (those Somna's live history no
+    /// longer holds: what its retrieval searches) with their neighbours, packed into `room`
+    /// tokens alone (no persona, no question): what the baseline retrieves in the room Somna's
+    /// retrieval had, from the same turns.
+    pub fn bm25_in_room(&self, question: &str, room: u64, archived: usize) -> BaselinePrompt {
+        let (turns, used) = self.pack_among(question, room, true, archived);
+        BaselinePrompt {
+            contents: turns
+                .into_iter()
+                .map(|i| self.turns[i].content.clone())
+                .collect(),
+            tokens: used,
+        }
+    }
+
+    /// The turns (in transcript order) and their tokens: BM25's hits in rank order, with their
+    /// neighbours when asked, while they fit in `room`.
+    fn pack(&self, question: &str, room: u64, neighbours: bool) -> (Vec<usize>, u64) {
+        self.pack_among(question, room, neighbours, self.turns.len())
+    }
+
+    /// [`Transcript::pack`] over the first `among` turns only.
+    fn pack_among(
+        &self,
+        question: &str,
+        room: u64,
+        neighbours: bool,
+        among: usize,
+    ) -> (Vec<usize>, u64) {
+        let among = among.min(self.turns.len());
+        let mut chosen = std::collections::BTreeSet::new();
+        let mut used = 0u64;
+        for hit in self.index.top_k(question, usize::MAX) {
+            if hit >= among || chosen.contains(&hit) {
+                continue;
+            }
+            let run: Vec<usize> = if neighbours {
+                (hit.saturating_sub(1)..=(hit + 1).min(among - 1))
+                    .filter(|i| !chosen.contains(i))
+                    .collect()
+            } else {
+                vec![hit]
+            };
+            let cost: u64 = run.iter().map(|&i| self.tokens[i]).sum();
+            if used + cost <= room {
+                used += cost;
+                chosen.extend(run);
+            } else if used + self.tokens[hit] <= room {
+                used += self.tokens[hit];
+                chosen.insert(hit);
+            }
+            if room.saturating_sub(used) < 8 {
+                break;
+            }
+        }
+        (chosen.into_iter().collect(), used)
     }
 }
 

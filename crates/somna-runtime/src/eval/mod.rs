@@ -21,8 +21,8 @@ mod report;
 pub use baselines::{BM25_TOP, BaselinePrompt};
 pub use dataset::{Conversation, Dataset, DatasetError, Question, Turn};
 pub use report::{
-    BM25_TOP5, ImportSummary, LAST_WINDOW, MethodReport, QuestionOutcome, RecallReport, SOMNA,
-    SOMNA_CONSOLIDATED, Stats,
+    BM25_IN_ROOM, BM25_NEIGHBOURS, BM25_PACKED, BM25_TOP5, ImportSummary, LAST_WINDOW,
+    MethodReport, QuestionOutcome, RecallReport, SOMNA, SOMNA_CONSOLIDATED, SOMNA_RETRIEVED, Stats,
 };
 
 use std::sync::Arc;
@@ -41,6 +41,7 @@ use crate::compactor::Compactor;
 use crate::import::{ImportError, import_jsonl};
 use crate::ops::{Offline, OpsError};
 use crate::prompt;
+use crate::semantic::Semantic;
 
 /// The id of the agent each conversation is imported into (one temporary store each).
 pub const EVAL_AGENT: &str = "recall-eval";
@@ -52,7 +53,8 @@ const DEFAULT_NOW: Timestamp = Timestamp(1_735_689_600_000);
 /// What a recall run does beyond the default (somna and both baselines over everything).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecallOptions {
-    /// Also measure the two baselines (last-window, bm25-top5).
+    /// Also measure the baselines (last-window, bm25-packed, bm25+nbrs, bm25+nbrs@room,
+    /// bm25-top5) and Somna's working context alone (somna-note).
     pub baselines: bool,
     /// After each import, sleep (consolidation into memory facts, then compaction at the sleep
     /// threshold) until no journal entry waits, and measure Somna again (`somna+sleep`).
@@ -124,6 +126,18 @@ pub enum EvalError {
         conversation: String,
         message: String,
     },
+    #[error("conversation {conversation}: embedding failed: {message}")]
+    Embed {
+        conversation: String,
+        message: String,
+    },
+}
+
+/// The questions' vectors of one conversation and the model that made them (none without an
+/// embedder).
+struct Semantics<'a> {
+    model: &'a str,
+    vectors: &'a [Option<Vec<f32>>],
 }
 
 /// Runs the recall evaluation of `dataset` with the agent config `config.defaults` gives (the
@@ -134,14 +148,16 @@ pub async fn recall(
     llm: Arc<dyn LlmClient>,
     options: &RecallOptions,
 ) -> Result<RecallReport, EvalError> {
-    recall_with_progress(dataset, config, llm, options, |_| {}).await
+    recall_with_progress(dataset, config, llm, None, options, |_| {}).await
 }
 
-/// [`recall`], calling `progress` as it goes.
+/// [`recall`] with semantic retrieval when `semantic` is set (each import's archive is
+/// embedded, each question too), calling `progress` as it goes.
 pub async fn recall_with_progress(
     dataset: &Dataset,
     config: &ResolvedConfig,
     llm: Arc<dyn LlmClient>,
+    semantic: Option<Semantic>,
     options: &RecallOptions,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<RecallReport, EvalError> {
@@ -209,18 +225,67 @@ pub async fn recall_with_progress(
             conversation: conversation.name.clone(),
             source,
         })?;
+        // Vectors of the archive (as a sleep would make them) and of every question.
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; questions.len()];
+        let mut model = String::new();
+        if let Some(s) = &semantic {
+            let embedder = s.embedder.as_ref();
+            crate::semantic::embed_whole_archive(&store, &id, embedder, 1_024)
+                .await
+                .map_err(|e| EvalError::Embed {
+                    conversation: conversation.name.clone(),
+                    message: e.to_string(),
+                })?;
+            let texts: Vec<String> = questions.iter().map(|(_, q)| q.question.clone()).collect();
+            let embedded = embedder.embed(texts).await.map_err(|e| EvalError::Embed {
+                conversation: conversation.name.clone(),
+                message: e.to_string(),
+            })?;
+            vectors = embedded.into_iter().map(Some).collect();
+            model = embedder.model().to_string();
+        }
         import_time += started.elapsed();
         turns += conversation.turns.len();
-        outcomes.extend(run.somna(SOMNA, &store, now, &mut progress)?);
+        let semantic_of = Semantics {
+            model: &model,
+            vectors: &vectors,
+        };
+        let (somna, rooms) = run.somna(
+            SOMNA,
+            &store,
+            now,
+            options.baselines,
+            &semantic_of,
+            &mut progress,
+        )?;
+        outcomes.extend(somna);
+        // The turns the live history still holds are the transcript's last ones (the import
+        // appends in order; compaction archives from the front): the rest is what retrieval
+        // searches.
+        let live = store
+            .history(&id)
+            .map_err(store_err)?
+            .iter()
+            .filter(|m| m.is_normal())
+            .count();
+        let archived = conversation.turns.len().saturating_sub(live);
         let mut facts = 0;
         if options.consolidate {
             let started = Instant::now();
             facts = consolidate(&config, &store, &id, &llm, now, &conversation.name).await?;
             import_time += started.elapsed();
-            outcomes.extend(run.somna(SOMNA_CONSOLIDATED, &store, now, &mut progress)?);
+            let (slept, _) = run.somna(
+                SOMNA_CONSOLIDATED,
+                &store,
+                now,
+                false,
+                &semantic_of,
+                &mut progress,
+            )?;
+            outcomes.extend(slept);
         }
         if options.baselines {
-            outcomes.extend(run.baselines());
+            outcomes.extend(run.baselines(&rooms, archived));
         }
         imports.push(ImportSummary {
             conversation: conversation.name.clone(),
@@ -237,7 +302,14 @@ pub async fn recall_with_progress(
         methods.push(SOMNA_CONSOLIDATED);
     }
     if options.baselines {
-        methods.extend([LAST_WINDOW, BM25_TOP5]);
+        methods.extend([
+            SOMNA_RETRIEVED,
+            BM25_IN_ROOM,
+            BM25_NEIGHBOURS,
+            BM25_PACKED,
+            LAST_WINDOW,
+            BM25_TOP5,
+        ]);
     }
     let methods = methods
         .into_iter()
@@ -276,6 +348,63 @@ pub fn holds(haystack: &str, turn: &str) -> bool {
 pub fn haystack<'s>(contents: impl IntoIterator<Item = &'s str>) -> String {
     let joined: Vec<&str> = contents.into_iter().collect();
     normalize(&joined.join(" "))
+}
+
+/// A prompt as the checks read it: each message's content whitespace-normalized, and all of
+/// them joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptText {
+    /// Every message's content, whitespace-normalized, in order.
+    pub messages: Vec<String>,
+    /// The messages joined by a space: what [`holds`] searches.
+    pub joined: String,
+}
+
+impl PromptText {
+    /// The text of a prompt made of `contents`.
+    pub fn new<'s>(contents: impl IntoIterator<Item = &'s str>) -> Self {
+        let messages: Vec<String> = contents.into_iter().map(normalize).collect();
+        let joined = messages.join(" ");
+        PromptText { messages, joined }
+    }
+
+    /// The prompt holds `turn` (whitespace-normalized containment).
+    pub fn holds(&self, turn: &str) -> bool {
+        holds(&self.joined, turn)
+    }
+
+    /// The prompt holds `turn` with its day (`rfc3339`) next to it: in some message holding the
+    /// turn, the nearest ISO date (`2023-05-08`) before the turn is that day, or the turn itself
+    /// shows it. A date elsewhere in the prompt does not count: a reader attributes a turn to the
+    /// date that heads it.
+    pub fn dated(&self, turn: &str, rfc3339: &str) -> bool {
+        let needle = normalize(turn);
+        if needle.is_empty() {
+            return false;
+        }
+        let Some(day) = rfc3339.get(0..10) else {
+            return false;
+        };
+        self.messages.iter().any(|m| {
+            m.match_indices(needle.as_str())
+                .any(|(at, _)| shows_date(&needle, rfc3339) || last_iso_date(&m[..at]) == Some(day))
+        })
+    }
+}
+
+/// The last `YYYY-MM-DD` in `text`.
+fn last_iso_date(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    (0..bytes.len().saturating_sub(9)).rev().find_map(|i| {
+        let w = &bytes[i..i + 10];
+        let shape = w.iter().enumerate().all(|(j, b)| match j {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+        let bounded = i.checked_sub(1).is_none_or(|p| !bytes[p].is_ascii_digit())
+            && bytes.get(i + 10).is_none_or(|b| !b.is_ascii_digit());
+        (shape && bounded).then(|| &text[i..i + 10])
+    })
 }
 
 /// Does `haystack` show the day of `rfc3339` (`2023-05-08T13:56:00Z`) as 2023-05-08, 8 May 2023
@@ -360,7 +489,7 @@ impl ConversationRun<'_> {
         &self,
         method: &str,
         (index, q): (usize, &Question),
-        haystack: &str,
+        text: &PromptText,
         tokens: u64,
         elapsed: Duration,
     ) -> QuestionOutcome {
@@ -368,7 +497,7 @@ impl ConversationRun<'_> {
             .answer_turns
             .iter()
             .copied()
-            .filter(|&t| holds(haystack, &self.conversation.turns[t].content))
+            .filter(|&t| text.holds(&self.conversation.turns[t].content))
             .collect();
         QuestionOutcome {
             method: method.to_string(),
@@ -377,10 +506,10 @@ impl ConversationRun<'_> {
             category: q.category.clone(),
             answer_turns: q.answer_turns.clone(),
             dated: held.iter().any(|&t| {
-                self.conversation.turns[t]
-                    .created_at
+                let turn = &self.conversation.turns[t];
+                turn.created_at
                     .as_deref()
-                    .is_some_and(|at| shows_date(haystack, at))
+                    .is_some_and(|at| text.dated(&turn.content, at))
             }),
             held,
             tokens,
@@ -388,54 +517,94 @@ impl ConversationRun<'_> {
         }
     }
 
-    /// Somna's prompt (`prompt::preview`) for every question.
+    /// Somna's prompt (`prompt::preview`) for every question, and with `note` its working
+    /// context alone ([`SOMNA_RETRIEVED`]); also the room the working context took per question.
     fn somna(
         &self,
         method: &str,
         store: &Store,
         now: Timestamp,
+        note: bool,
+        semantic: &Semantics<'_>,
         progress: &mut impl FnMut(Progress<'_>),
-    ) -> Result<Vec<QuestionOutcome>, EvalError> {
+    ) -> Result<(Vec<QuestionOutcome>, Vec<u64>), EvalError> {
         let mut out = Vec::with_capacity(self.questions.len());
+        let mut rooms = Vec::with_capacity(self.questions.len());
         for (done, &(index, q)) in self.questions.iter().enumerate() {
             let started = Instant::now();
-            let (built, _) = prompt::preview(store, self.agent, self.config, &q.question, now)
-                .map_err(|source| EvalError::Store {
-                    conversation: self.conversation.name.clone(),
-                    source,
-                })?;
+            let vector = semantic
+                .vectors
+                .get(done)
+                .and_then(Option::as_deref)
+                .map(|v| (semantic.model, v));
+            let (built, _) =
+                prompt::preview_with(store, self.agent, self.config, &q.question, vector, now)
+                    .map_err(|source| EvalError::Store {
+                        conversation: self.conversation.name.clone(),
+                        source,
+                    })?;
             let elapsed = started.elapsed();
-            let hay = haystack(built.messages.iter().map(|m| m.content.as_str()));
-            out.push(self.outcome(method, (index, q), &hay, built.total_tokens(), elapsed));
+            let text = PromptText::new(built.messages.iter().map(|m| m.content.as_str()));
+            out.push(self.outcome(method, (index, q), &text, built.total_tokens(), elapsed));
+            rooms.push(built.working_tokens);
+            if note {
+                let note = built.note_index.map(|i| built.messages[i].content.as_str());
+                let text = PromptText::new(note);
+                out.push(self.outcome(
+                    SOMNA_RETRIEVED,
+                    (index, q),
+                    &text,
+                    built.working_tokens,
+                    elapsed,
+                ));
+            }
             progress(Progress::Asking {
                 conversation: &self.conversation.name,
                 done: done + 1,
                 total: self.questions.len(),
             });
         }
-        Ok(out)
+        Ok((out, rooms))
     }
 
-    /// Both baselines for every question, over the raw transcript.
-    fn baselines(&self) -> Vec<QuestionOutcome> {
+    /// Every baseline for every question, over the raw transcript; `rooms` are the tokens
+    /// Somna's working context took per question and `archived` the turns its live history no
+    /// longer holds (for [`BM25_IN_ROOM`]).
+    fn baselines(&self, rooms: &[u64], archived: usize) -> Vec<QuestionOutcome> {
         let started = Instant::now();
         let transcript = baselines::Transcript::new(&self.conversation.turns, self.counter);
         // Counting and indexing the transcript is shared by every question: spread it over them.
         let setup = started.elapsed() / self.questions.len().max(1) as u32;
         let budget = prompt::budget(self.config);
         let persona = self.config.persona.as_str();
-        let mut out = Vec::with_capacity(2 * self.questions.len());
-        for &(index, q) in self.questions {
-            let started = Instant::now();
-            let p = transcript.last_window(persona, &q.question, budget, self.counter);
-            let elapsed = started.elapsed() + setup;
-            let hay = haystack(p.contents.iter().map(String::as_str));
-            out.push(self.outcome(LAST_WINDOW, (index, q), &hay, p.tokens, elapsed));
-            let started = Instant::now();
-            let p = transcript.bm25_top(persona, &q.question, self.counter);
-            let elapsed = started.elapsed() + setup;
-            let hay = haystack(p.contents.iter().map(String::as_str));
-            out.push(self.outcome(BM25_TOP5, (index, q), &hay, p.tokens, elapsed));
+        let mut out = Vec::with_capacity(5 * self.questions.len());
+        for (n, &(index, q)) in self.questions.iter().enumerate() {
+            let question = q.question.as_str();
+            let room = rooms.get(n).copied().unwrap_or(0);
+            let methods: [(&str, &dyn Fn() -> BaselinePrompt); 5] = [
+                (BM25_IN_ROOM, &|| {
+                    transcript.bm25_in_room(question, room, archived)
+                }),
+                (BM25_NEIGHBOURS, &|| {
+                    transcript.bm25_packed(persona, question, budget, true, self.counter)
+                }),
+                (BM25_PACKED, &|| {
+                    transcript.bm25_packed(persona, question, budget, false, self.counter)
+                }),
+                (LAST_WINDOW, &|| {
+                    transcript.last_window(persona, question, budget, self.counter)
+                }),
+                (BM25_TOP5, &|| {
+                    transcript.bm25_top(persona, question, self.counter)
+                }),
+            ];
+            for (method, build) in methods {
+                let started = Instant::now();
+                let p = build();
+                let elapsed = started.elapsed() + setup;
+                let text = PromptText::new(p.contents.iter().map(String::as_str));
+                out.push(self.outcome(method, (index, q), &text, p.tokens, elapsed));
+            }
         }
         out
     }
@@ -500,6 +669,28 @@ mod tests {
         assert!(holds(&hay, "We went\twith Biscuit!\n"));
         assert!(!holds(&hay, "We went with Pepper!"));
         assert!(!holds(&hay, "   "));
+    }
+
+    #[test]
+    fn a_turn_is_dated_by_the_nearest_date_before_it_in_its_message() {
+        let text = PromptText::new([
+            "[2023-05-08] Ana: we adopted a cat Ana: it is grey [2023-06-01] Ben: hello there",
+            "[2023-05-08] nothing here",
+            "Ben: we adopted a cat",
+        ]);
+        let at = "2023-05-08T13:56:00Z";
+        assert!(text.dated("it is grey", at));
+        assert!(text.dated("Ana: we adopted a cat", at));
+        // The nearest date before it is another day's.
+        assert!(!text.dated("hello there", at));
+        assert!(text.dated("hello there", "2023-06-01T09:00:00Z"));
+        // Held in a message without a date: a date elsewhere does not count.
+        assert!(!text.dated("Ben: we adopted a cat", at));
+        assert!(!text.dated("not in the prompt", at));
+        assert_eq!(
+            last_iso_date("a 2023-05-08 b 12023-05-09"),
+            Some("2023-05-08")
+        );
     }
 
     #[test]

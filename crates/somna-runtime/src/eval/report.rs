@@ -13,6 +13,14 @@ pub const SOMNA_CONSOLIDATED: &str = "somna+sleep";
 pub const LAST_WINDOW: &str = "last-window";
 /// Plain BM25 top 5 over the raw transcript.
 pub const BM25_TOP5: &str = "bm25-top5";
+/// Plain BM25's hits over the raw transcript, packed into the whole budget.
+pub const BM25_PACKED: &str = "bm25-packed";
+/// Plain BM25's hits, each with the turns before and after it, packed into the whole budget.
+pub const BM25_NEIGHBOURS: &str = "bm25+nbrs";
+/// Somna's working context alone (the context note): what its retrieval brought.
+pub const SOMNA_RETRIEVED: &str = "somna-note";
+/// [`BM25_NEIGHBOURS`] packed into the room Somna's working context took for the same question.
+pub const BM25_IN_ROOM: &str = "bm25+nbrs@room";
 
 /// A whole recall run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -81,9 +89,9 @@ pub struct Stats {
     pub some: usize,
     /// Questions whose prompt holds every answer turn.
     pub all: usize,
-    /// Questions whose prompt holds an answer turn together with its date (the turn's
-    /// `created_at` day, written 2023-05-08, 8 May 2023 or May 8, 2023): what a "when" question
-    /// needs.
+    /// Questions whose prompt holds an answer turn with its date next to it: the nearest date
+    /// before the turn in the same message is the turn's `created_at` day (written 2023-05-08,
+    /// 8 May 2023 or May 8, 2023): what a "when" question needs.
     pub dated: usize,
     /// `some / questions` (0 when there are no questions).
     pub some_share: f64,

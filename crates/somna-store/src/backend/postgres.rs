@@ -42,8 +42,9 @@ mod cluster;
 
 pub(crate) use cluster::Fence;
 
-/// The store's tables, in [`crate::store::TreeId`] order (then `terms`, which no write set touches).
-const TABLES: [&str; 10] = [
+/// The store's tables, in [`crate::store::TreeId`] order (then `terms` and `vectors`, which no
+/// write set touches).
+const TABLES: [&str; 11] = [
     tree_names::AGENTS,
     tree_names::HISTORY,
     tree_names::ARCHIVE,
@@ -54,6 +55,7 @@ const TABLES: [&str; 10] = [
     tree_names::UNDO,
     tree_names::INBOX,
     tree_names::TERMS,
+    tree_names::VECTORS,
 ];
 
 /// The schema migrations, applied in order at open; `{schema}` is replaced by the quoted schema.
@@ -86,6 +88,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (
         3,
         "CREATE TABLE {schema}.inbox (key bytea PRIMARY KEY, value bytea NOT NULL);",
+    ),
+    (
+        4,
+        "CREATE TABLE {schema}.vectors (key bytea PRIMARY KEY, value bytea NOT NULL);",
     ),
 ];
 

@@ -66,6 +66,45 @@ pub(crate) struct State {
     pub(crate) next_id: AtomicUsize,
     /// True while replies are held ([`StubLlmServer::hold`]).
     pub(crate) held: watch::Sender<bool>,
+    /// How `POST /v1/embeddings` answers.
+    pub(crate) embeddings: Mutex<Embeddings>,
+}
+
+/// How the stub answers `POST /v1/embeddings` ([`StubLlmServer::set_embeddings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Embeddings {
+    /// Deterministic vectors of this many dimensions: each word (lower-cased alphanumeric run of
+    /// two or more characters) adds ±1 at a dimension its hash picks, so texts that share words
+    /// are close ([`hashed_embedding`]).
+    Hashed(usize),
+    /// A well-formed answer with one vector too few.
+    OneShort,
+    /// Vectors that hold a NaN.
+    NotANumber,
+    /// This HTTP status with an OpenAI-style error body.
+    Status(u16),
+}
+
+/// The stub's deterministic embedding of `text` in `dims` dimensions (see [`Embeddings::Hashed`]),
+/// not normalized. Tests compute what the server sent with it.
+pub fn hashed_embedding(text: &str, dims: usize) -> Vec<f32> {
+    let dims = dims.max(1);
+    let mut v = vec![0.0f32; dims];
+    // A constant component, so that a text with no word is not the zero vector.
+    v[0] = 0.25;
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 1)
+    {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in word.to_lowercase().bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let at = usize::try_from(h % dims as u64).unwrap_or(0);
+        v[at] += if (h >> 32) & 1 == 0 { 1.0 } else { -1.0 };
+    }
+    v
 }
 
 /// Locks a mutex, recovering the data if a panicking test poisoned it.
@@ -95,6 +134,9 @@ pub const DEFAULT_TEXT: &str = "stub reply";
 
 /// The model the stub names when a request names none.
 pub const DEFAULT_MODEL: &str = "stub-model";
+
+/// The dimensions of the stub's embeddings until a test sets others.
+pub const DEFAULT_EMBEDDING_DIMS: usize = 64;
 
 impl StubLlmServer {
     /// Starts a server on `127.0.0.1:0` that answers [`DEFAULT_TEXT`] when its script is empty.
@@ -126,6 +168,7 @@ impl StubLlmServer {
             last_prompt: Mutex::new(String::new()),
             next_id: AtomicUsize::new(1),
             held: watch::Sender::new(false),
+            embeddings: Mutex::new(Embeddings::Hashed(DEFAULT_EMBEDDING_DIMS)),
         });
         let (stop, stopped) = watch::channel(false);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -191,6 +234,13 @@ impl StubLlmServer {
         f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) -> &Self {
         *lock(&self.state.default) = DefaultReply::Computed(Arc::new(f));
+        self
+    }
+
+    /// How `POST /v1/embeddings` answers from now on (by default [`Embeddings::Hashed`] of
+    /// [`DEFAULT_EMBEDDING_DIMS`]).
+    pub fn set_embeddings(&self, embeddings: Embeddings) -> &Self {
+        *lock(&self.state.embeddings) = embeddings;
         self
     }
 

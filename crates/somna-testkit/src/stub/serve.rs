@@ -104,6 +104,7 @@ async fn connection(mut socket: TcpStream, state: Arc<State>, mut stopped: watch
 enum Route {
     Chat(Reply),
     Models,
+    Embeddings,
     NotFound,
 }
 
@@ -128,8 +129,72 @@ fn route(state: &State, request: &RecordedRequest) -> Route {
             Route::Chat(reply)
         }
         ("GET", "/v1/models") => Route::Models,
+        ("POST", "/v1/embeddings") => Route::Embeddings,
         _ => Route::NotFound,
     }
+}
+
+/// The status and body of an answer to `POST /v1/embeddings`: one vector per input (a string or
+/// a list of strings), as the stub is set ([`Embeddings`]).
+fn embeddings(state: &State, request: &RecordedRequest) -> (u16, Value) {
+    use super::Embeddings;
+    let mode = *lock(&state.embeddings);
+    let inputs: Vec<String> = match request.body.get("input") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or_default().to_string())
+            .collect(),
+        _ => {
+            let body = json!({"error": {"message": "input must be a string or a list of strings", "type": "invalid_request_error"}});
+            return (400, body);
+        }
+    };
+    let dims = match mode {
+        Embeddings::Hashed(dims) => dims,
+        Embeddings::Status(status) => {
+            let body = json!({"error": {"message": "the embedding model is not loaded", "type": "server_error"}});
+            return (status, body);
+        }
+        Embeddings::OneShort | Embeddings::NotANumber => super::DEFAULT_EMBEDDING_DIMS,
+    };
+    let mut vectors: Vec<Vec<f32>> = inputs
+        .iter()
+        .map(|t| super::hashed_embedding(t, dims))
+        .collect();
+    match mode {
+        Embeddings::OneShort => {
+            vectors.pop();
+        }
+        Embeddings::NotANumber => {
+            if let Some(v) = vectors.first_mut() {
+                v[0] = f32::NAN;
+            }
+        }
+        _ => {}
+    }
+    let data: Vec<Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            // serde_json writes a NaN as null, which a client must refuse as it would a NaN.
+            json!({"object": "embedding", "index": i, "embedding": v})
+        })
+        .collect();
+    let model = request
+        .body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(super::DEFAULT_MODEL)
+        .to_string();
+    let tokens: u32 = inputs
+        .iter()
+        .map(|t| super::tokens(t, *lock(&state.chars_per_token)))
+        .sum();
+    (
+        200,
+        json!({"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}),
+    )
 }
 
 /// The refusal of the request's `response_format`, when the stub is set to refuse it.
@@ -163,6 +228,10 @@ async fn answer(
             let model = lock(&state.model).clone();
             let body = json!({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "somna-testkit"}]});
             return respond_json(socket, 200, &[], &body, close).await;
+        }
+        Route::Embeddings => {
+            let (status, body) = embeddings(state, request);
+            return respond_json(socket, status, &[], &body, close).await;
         }
         Route::NotFound => {
             let body = json!({"error": {"message": format!("no route for {} {}", request.method, request.path), "type": "invalid_request_error", "param": null, "code": null}});

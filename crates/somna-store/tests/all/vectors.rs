@@ -1,0 +1,171 @@
+//! Embedding vectors: only archived messages are offered for embedding, once per model; stored
+//! vectors are found by similarity and fused with BM25; an uncompaction keeps them; a new model
+//! starts over; a copy carries them.
+
+use somna_core::Message;
+use somna_store::Store;
+
+use crate::common::*;
+
+fn said(name: &str, text: &str) -> Message {
+    with_tokens(Message::user(text).with_name(name))
+}
+
+/// A toy embedding: one dimension per topic word, so tests can say what is near what.
+fn vector(text: &str) -> Vec<f32> {
+    let topics = ["pet", "city", "food", "music"];
+    let lower = text.to_lowercase();
+    let mut v: Vec<f32> = topics
+        .iter()
+        .map(|t| if lower.contains(t) { 1.0 } else { 0.0 })
+        .collect();
+    v.push(0.1);
+    v
+}
+
+#[test]
+fn archived_messages_are_embedded_once_and_found_by_meaning() {
+    let (store, id) = store_with_agent!();
+    let all = store
+        .append_batch(
+            &id,
+            vec![
+                said("Nora", "The new pet sleeps on my feet"),
+                said("Omar", "Biscuit chewed a shoe (pet)"),
+                said("Nora", "Moving to a new city next month"),
+                said("Omar", "Still here, live"),
+            ],
+            NOW,
+        )
+        .unwrap();
+    // Nothing archived: nothing to embed.
+    let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
+    assert!(todo.messages.is_empty(), "{todo:?}");
+    store
+        .commit_compaction(&id, &commit_for(&all[..3], "s", NOW))
+        .unwrap();
+
+    // Archived, in seq order; the limit leaves the rest for later, and the watermark says where.
+    let first = store.messages_to_embed(&id, "toy", 2).unwrap();
+    let seqs: Vec<u64> = first.messages.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [0, 1]);
+    assert_eq!((first.through, first.remaining), (2, 1));
+    let pairs: Vec<(u64, Vec<f32>)> = first
+        .messages
+        .iter()
+        .map(|m| (m.seq, vector(&m.content)))
+        .collect();
+    store
+        .put_vectors(&id, "toy", first.through, &pairs)
+        .unwrap();
+    let rest = store.messages_to_embed(&id, "toy", 100).unwrap();
+    assert_eq!(rest.messages.len(), 1);
+    assert_eq!(rest.messages[0].seq, 2);
+    store
+        .put_vectors(
+            &id,
+            "toy",
+            rest.through,
+            &[(2, vector(&rest.messages[0].content))],
+        )
+        .unwrap();
+    assert!(
+        store
+            .messages_to_embed(&id, "toy", 100)
+            .unwrap()
+            .messages
+            .is_empty()
+    );
+    let meta = store.vectors_meta(&id).unwrap();
+    assert_eq!((meta.model.as_str(), meta.dims, meta.count), ("toy", 5, 3));
+
+    // "animal" shares no word with any turn: BM25 finds nothing, the vectors find the pet turns.
+    let query = vector("pet");
+    assert!(store.search_archive(&id, "animal", 5).unwrap().is_empty());
+    let hits = store
+        .search_archive_with(&id, "animal", Some(("toy", &query)), 5)
+        .unwrap();
+    let found: Vec<u64> = hits.iter().map(|h| h.message.seq).collect();
+    assert_eq!(&found[..2], [1, 0], "{hits:?}");
+    let by_vector = store.search_vectors(&id, "toy", &query, 1).unwrap();
+    assert_eq!(by_vector.len(), 1);
+    // Another model's query finds nothing in these vectors.
+    assert!(
+        store
+            .search_vectors(&id, "other", &query, 5)
+            .unwrap()
+            .is_empty()
+    );
+    // Fused: a turn both rankings put first comes first.
+    let hits = store
+        .search_archive_with(&id, "city", Some(("toy", &vector("city"))), 5)
+        .unwrap();
+    assert_eq!(hits[0].message.seq, 2, "{hits:?}");
+
+    // Uncompacted: live again, so no longer a hit, but its vector stays (no work when archived again).
+    let summary = store
+        .history(&id)
+        .unwrap()
+        .iter()
+        .find(|m| !m.is_normal())
+        .map(|m| m.seq);
+    let seq = summary.expect("a summary in history");
+    store.uncompact(&id, seq, NOW).unwrap();
+    assert!(
+        store
+            .search_archive_with(&id, "animal", Some(("toy", &query)), 5)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.vectors_meta(&id).unwrap().count, 3);
+
+    // A new model starts over from the first archived message and replaces the old vectors.
+    let all = store.history(&id).unwrap();
+    store
+        .commit_compaction(&id, &commit_for(&all[..3], "s2", NOW))
+        .unwrap();
+    let redo = store.messages_to_embed(&id, "toy-2", 100).unwrap();
+    assert_eq!(redo.messages.len(), 3, "{redo:?}");
+    store
+        .put_vectors(&id, "toy-2", redo.through, &[(0, vec![1.0, 0.0])])
+        .unwrap();
+    let meta = store.vectors_meta(&id).unwrap();
+    assert_eq!(
+        (meta.model.as_str(), meta.dims, meta.count),
+        ("toy-2", 2, 1)
+    );
+    assert!(
+        store
+            .search_vectors(&id, "toy", &query, 5)
+            .unwrap()
+            .is_empty()
+    );
+    // Vectors of different lengths in one call are refused, naming the message.
+    let e = store
+        .put_vectors(&id, "toy-2", 9, &[(1, vec![1.0, 0.0]), (2, vec![1.0])])
+        .unwrap_err();
+    assert!(e.to_string().contains("message 2"), "{e}");
+}
+
+sled_only! {
+    #[test]
+    fn a_copy_carries_the_vectors() {
+        let (store, id) = store_with_agent!();
+        let all = append_n(&store, &id, 10);
+        store
+            .commit_compaction(&id, &commit_for(&all[..6], "s", NOW))
+            .unwrap();
+        let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
+        let pairs: Vec<(u64, Vec<f32>)> =
+            todo.messages.iter().map(|m| (m.seq, vector(&m.content))).collect();
+        store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
+        let dest = Store::temporary().unwrap();
+        store.copy_into(&dest).unwrap();
+        assert_eq!(dest.vectors_meta(&id).unwrap(), store.vectors_meta(&id).unwrap());
+        let q = vector("x");
+        assert_eq!(
+            dest.search_vectors(&id, "toy", &q, 3).unwrap(),
+            store.search_vectors(&id, "toy", &q, 3).unwrap()
+        );
+    }
+}
