@@ -31,6 +31,11 @@ use somna_store::{DocKind, Store, StoreError};
 
 /// An archived turn longer than this part of the working context's share is cut in an excerpt.
 const MAX_TURN_SHARE: u64 = 4;
+/// The working context takes all the room the rest of the prompt leaves up to this many tokens,
+/// or `working_share` of the window when that is more: past it, a note would grow with the window
+/// though its tokens are prefilled anew every turn (it sits after the cached prefix), and its
+/// last hits are the least relevant.
+pub const NOTE_ROOM: u64 = 4_096;
 
 /// What the working context is gathered for: the latest input's text, and when known its vector
 /// (with the model that made it) and the period it names.
@@ -141,65 +146,100 @@ impl WorkingContext {
         if memory.working_archive == 0 {
             return Ok(out);
         }
-        // Enough hits to fill the room: a run of three short turns takes a few dozen tokens.
-        let wanted = usize::try_from(budget.saturating_sub(used) / 24 + 8).unwrap_or(usize::MAX);
-        let limit = (memory.working_archive as usize).min(wanted);
-        let mut hits = if period.is_some() {
-            // More candidates, so that those of the period are among them.
-            store.search_archive_with(agent, query, semantic, limit.saturating_mul(4))?
-        } else {
-            store.search_archive_with(agent, query, semantic, limit)?
-        };
-        if let Some(period) = period {
-            // What was said in the period the question names first, each part in rank order.
-            hits.sort_by_key(|h| !period.contains(h.message.created_at));
-        }
         let turn_cap = turn_cap(budget);
         let mut lines = LineCounter::new(counter);
-        // Runs of consecutive seqs chosen so far, keyed by their first seq.
+        // Runs of consecutive seqs chosen so far.
         let mut chosen: Vec<Excerpt> = Vec::new();
         let mut have = std::collections::BTreeSet::new();
-        for hit in hits {
-            if budget.saturating_sub(used) < 8 {
-                break;
+        let max_hits = memory.working_archive as usize;
+        // One ranking (live messages, which the archive reads skip, take a place in it too), read
+        // a few hits at a time until the room is full: a note of 6,000 tokens needs some two dozen
+        // hits, not the 256 it may take. A question that names a period reads its whole ranking
+        // at once, to put the hits of that period first.
+        let ranked = store.rank_archive(
+            agent,
+            query,
+            semantic,
+            max_hits.saturating_mul(if period.is_some() { 4 } else { 2 }),
+        )?;
+        let batch = if period.is_some() { ranked.len() } else { 32 };
+        let mut pos = 0;
+        let mut taken = 0;
+        while pos < ranked.len() && taken < max_hits && budget.saturating_sub(used) >= 8 {
+            let docs = &ranked[pos..(pos + batch).min(ranked.len())];
+            pos += docs.len();
+            let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
+            let mut hits: Vec<(Message, f64)> = store
+                .archived_messages(agent, &seqs)?
+                .into_iter()
+                .zip(docs)
+                .filter_map(|(m, d)| m.map(|m| (m, d.score)))
+                .collect();
+            if let Some(period) = period {
+                // What was said in the period the question names first, each part in rank order.
+                hits.sort_by_key(|(m, _)| !period.contains(m.created_at));
             }
-            let seq = hit.message.seq;
-            if have.contains(&seq) {
-                continue;
-            }
-            // The turn before the hit and the reply after it, when they are archived too (a live
-            // neighbour is in the prompt already).
-            let mut run = Vec::with_capacity(3);
-            if let Some(prev) = seq.checked_sub(1) {
-                if !have.contains(&prev) {
-                    run.extend(store.archived_message(agent, prev)?);
-                }
-            }
-            run.push(hit.message);
-            if !have.contains(&(seq + 1)) {
-                run.extend(store.archived_message(agent, seq + 1)?);
-            }
-            run.retain(|m| !m.content.trim().is_empty());
-            let cost = run_cost(&run, turn_cap, &mut lines);
-            // The hit alone when its neighbours do not fit.
-            let (run, cost) = if used + cost <= budget {
-                (run, cost)
-            } else {
-                let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
-                    continue;
-                };
-                let cost = run_cost(std::slice::from_ref(&only), turn_cap, &mut lines);
-                if used + cost > budget {
-                    continue;
-                }
-                (vec![only], cost)
+            hits.truncate(max_hits - taken);
+            taken += hits.len();
+            // The new hits' neighbours, read together (one multi-key read instead of two point
+            // reads a hit); a hit is its own neighbour's original.
+            let mut neighbours: std::collections::HashMap<u64, Message> =
+                hits.iter().map(|(m, _)| (m.seq, m.clone())).collect();
+            let wanted: Vec<u64> = {
+                let mut seqs: Vec<u64> = hits
+                    .iter()
+                    .flat_map(|(m, _)| [m.seq.checked_sub(1), m.seq.checked_add(1)])
+                    .flatten()
+                    .filter(|s| !neighbours.contains_key(s) && !have.contains(s))
+                    .collect();
+                seqs.sort_unstable();
+                seqs.dedup();
+                seqs
             };
-            used += cost;
-            have.extend(run.iter().map(|m| m.seq));
-            chosen.push(Excerpt {
-                turns: run,
-                score: hit.score,
-            });
+            for (seq, m) in wanted.iter().zip(store.archived_messages(agent, &wanted)?) {
+                if let Some(m) = m {
+                    neighbours.insert(*seq, m);
+                }
+            }
+            for (message, score) in hits {
+                if budget.saturating_sub(used) < 8 {
+                    break;
+                }
+                let seq = message.seq;
+                if have.contains(&seq) {
+                    continue;
+                }
+                // The turn before the hit and the reply after it, when they are archived too (a
+                // live neighbour is in the prompt already).
+                let mut run = Vec::with_capacity(3);
+                if let Some(prev) = seq.checked_sub(1) {
+                    if !have.contains(&prev) {
+                        run.extend(neighbours.get(&prev).cloned());
+                    }
+                }
+                run.push(message);
+                if !have.contains(&(seq + 1)) {
+                    run.extend(neighbours.get(&(seq + 1)).cloned());
+                }
+                run.retain(|m| !m.content.trim().is_empty());
+                let cost = run_cost(&run, turn_cap, &mut lines);
+                // The hit alone when its neighbours do not fit.
+                let (run, cost) = if used + cost <= budget {
+                    (run, cost)
+                } else {
+                    let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
+                        continue;
+                    };
+                    let cost = run_cost(std::slice::from_ref(&only), turn_cap, &mut lines);
+                    if used + cost > budget {
+                        continue;
+                    }
+                    (vec![only], cost)
+                };
+                used += cost;
+                have.extend(run.iter().map(|m| m.seq));
+                chosen.push(Excerpt { turns: run, score });
+            }
         }
         out.excerpts = merge_runs(chosen);
         Ok(out)
@@ -317,6 +357,12 @@ impl<'a> LineCounter<'a> {
         }
     }
 
+    /// At most the tokens of `m`'s line after `prev` (see [`excerpt_line`]), without building it.
+    fn turn(&mut self, m: &Message, prev: Option<&Message>, cap: u64) -> u64 {
+        let heading = if same_day(m, prev) { 0 } else { self.day };
+        heading + self.name(speaker(m)) + self.content(m).min(cap + 2) + 2
+    }
+
     /// At most the tokens of `m`'s content: its stored count less the message's overhead.
     fn content(&mut self, m: &Message) -> u64 {
         let key = (m.role, m.name.clone());
@@ -333,12 +379,6 @@ impl<'a> LineCounter<'a> {
         u64::from(m.tokens).saturating_sub(overhead)
     }
 
-    /// At most the tokens of `m`'s line after `prev` (see [`excerpt_line`]), without building it.
-    fn turn(&mut self, m: &Message, prev: Option<&Message>, cap: u64) -> u64 {
-        let heading = if same_day(m, prev) { 0 } else { self.day };
-        heading + self.name(speaker(m)) + self.content(m).min(cap + 2) + 2
-    }
-
     fn name(&mut self, who: &str) -> u64 {
         if let Some(&n) = self.names.get(who) {
             return n;
@@ -352,9 +392,10 @@ impl<'a> LineCounter<'a> {
 
 /// One archived turn as the prompt shows it — `Nora: text`, on one line, cut to about `cap`
 /// tokens, under a `[2023-05-08]` heading when its day differs from the turn before it (`prev`,
-/// the previous line of the note) — and an upper bound of its tokens: its heading's and name's,
-/// and the message's stored count (which covers its content and more), so a long note is never
-/// tokenized whole. The day is what "when" questions need; a time of day per line would cost
+/// the previous line of the note) — and an upper bound of its tokens: its heading's, its name's
+/// and its content's (the stored count less a message's overhead), each counted apart (a piece
+/// counted alone never takes fewer tokens than inside the line), so a long note is never
+/// tokenized whole; the caller adds the line break and a token of margin. The day is what "when" questions need; a time of day per line would cost
 /// about as many tokens as a short turn.
 fn excerpt_line(
     m: &Message,
@@ -563,11 +604,6 @@ pub fn build(
     let room = budget.saturating_sub(used);
     if let Some((mut note, estimate)) = working.render(counter, turn_cap(room)) {
         let mut tokens = u32::try_from(estimate).unwrap_or(u32::MAX);
-        // The estimate sums each line's parts (with a token of margin a line); near the room's
-        // edge the note is counted whole, so the prompt never passes its budget.
-        if u64::from(tokens) * 10 > room * 9 {
-            tokens = counter.count_message(&Message::new(Role::System, &note));
-        }
         if u64::from(tokens) > room {
             note = cut_to_tokens(&note, room.saturating_sub(8), counter);
             tokens = counter.count_message(&Message::new(Role::System, &note));
@@ -673,7 +709,8 @@ pub fn assemble_with(
     let room = if config.compaction.working_budget() == 0 {
         0
     } else {
-        bare.budget.saturating_sub(bare.total_tokens())
+        let cap = config.compaction.working_budget().max(NOTE_ROOM);
+        bare.budget.saturating_sub(bare.total_tokens()).min(cap)
     };
     let query = Query::latest(history, semantic);
     let working = WorkingContext::gather_with(store, agent, &query, config, counter, room)?;

@@ -42,6 +42,7 @@ use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::store::{Store, tree_names};
+use crate::varint::{Reader, put_varint};
 
 /// The index layout this build writes and reads; an agent whose index has another version is
 /// re-indexed from scratch by its next catch-up.
@@ -209,7 +210,7 @@ impl Store {
         query: &str,
         limit: usize,
     ) -> Result<Vec<ScoredDoc>> {
-        self.with_scores(id, kind, query, |_, mut scored| {
+        self.with_scores(id, kind, query, limit, |_, mut scored| {
             best_first(&mut scored, limit);
             scored.truncate(limit);
             Ok(scored)
@@ -223,6 +224,7 @@ impl Store {
         id: &AgentId,
         kind: DocKind,
         query: &str,
+        want: usize,
         then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>) -> Result<Vec<T>>,
     ) -> Result<Vec<T>> {
         let state = match self.state(id) {
@@ -232,7 +234,7 @@ impl Store {
         };
         let guard = state.lock();
         self.catch_up_index(id, &guard, &[kind])?;
-        let scored = self.score(id, kind, query)?;
+        let scored = self.score(id, kind, query, want)?;
         then(&guard, scored)
     }
 
@@ -253,6 +255,33 @@ impl Store {
     /// to a message's score, the vectors' twice that), so a message either one ranks high comes
     /// first, and one both rank high before both. Without stored vectors of that model, BM25
     /// alone.
+    /// The ranking [`Store::search_archive_with`] reads its hits from: the best `limit` indexed
+    /// messages for `query` (fused with the vectors when `semantic` is given), best first, as
+    /// seqs and scores, live ones included (read them with [`Store::archived_messages`], which
+    /// gives `None` for those). For a caller that reads hits a few at a time and stops when it
+    /// has enough (the working context).
+    pub fn rank_archive(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        limit: usize,
+    ) -> Result<Vec<ScoredDoc>> {
+        let depth = limit.saturating_add(64);
+        let by_vector = match semantic {
+            Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
+            None => Vec::new(),
+        };
+        self.with_scores(id, DocKind::Message, query, depth, |_, mut scored| {
+            if !by_vector.is_empty() {
+                scored = fuse(scored, by_vector, depth);
+            }
+            let n = best_first(&mut scored, limit);
+            scored.truncate(n);
+            Ok(scored)
+        })
+    }
+
     pub fn search_archive_with(
         &self,
         id: &AgentId,
@@ -265,7 +294,9 @@ impl Store {
             Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
             None => Vec::new(),
         };
-        self.with_scores(id, DocKind::Message, query, |record, mut scored| {
+        // Enough candidates for the fusion, and for the live messages the hits skip.
+        let want = depth.max(limit.saturating_mul(2).saturating_add(16));
+        self.with_scores(id, DocKind::Message, query, want, |record, mut scored| {
             if !by_vector.is_empty() {
                 scored = fuse(scored, by_vector, depth);
             }
@@ -340,6 +371,17 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// [`Store::archived_message`] of several seqs at once (two multi-key reads), in their order.
+    pub fn archived_messages(&self, id: &AgentId, seqs: &[u64]) -> Result<Vec<Option<Message>>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(vec![None; seqs.len()]),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.archived_originals(id, &guard.covers, seqs)
     }
 
     /// The original of message `seq` if it is archived (hidden under a cover, or masked in live
@@ -522,7 +564,13 @@ impl Store {
     /// document a rarer term found, unless every query term is that common — so common words
     /// refine the ranking and fill what room is left without flooding it.
     /// Called under the agent's lock.
-    fn score(&self, id: &AgentId, kind: DocKind, query: &str) -> Result<Vec<ScoredDoc>> {
+    fn score(
+        &self,
+        id: &AgentId,
+        kind: DocKind,
+        query: &str,
+        want: usize,
+    ) -> Result<Vec<ScoredDoc>> {
         let tree = &self.inner.trees.terms;
         let mut query_terms = terms(query);
         // Each term also as a speaker (a name in the question finds what its owner said).
@@ -545,7 +593,7 @@ impl Store {
         for term in &query_terms {
             let key = head_key(id, kind, term);
             if let Some(v) = tree.get(&key)? {
-                let df = Reader::new(&key, &v)?.varint()?;
+                let df = reader(&key, &v)?.varint()?;
                 by_df.push((df, key));
             }
         }
@@ -574,6 +622,8 @@ impl Store {
         // Merge the sorted lists: at each step the smallest id among the cursors.
         let mut cursor = vec![0usize; lists.len()];
         let mut scored = Vec::new();
+        // Documents only common terms found: used only when the others are fewer than `want`.
+        let mut common_only = Vec::new();
         loop {
             let next = lists
                 .iter()
@@ -592,12 +642,17 @@ impl Store {
             }
             // Found by common terms alone: ranked after every document a rare term found (a
             // BM25 score here stays far below 1,000), so they only fill what room is left.
-            let score = if found_by_rare {
-                score
+            if found_by_rare {
+                scored.push(ScoredDoc { id: doc, score });
             } else {
-                score / COMMON_ONLY_DAMPING
-            };
-            scored.push(ScoredDoc { id: doc, score });
+                common_only.push(ScoredDoc {
+                    id: doc,
+                    score: score / COMMON_ONLY_DAMPING,
+                });
+            }
+        }
+        if scored.len() < want {
+            scored.append(&mut common_only);
         }
         Ok(scored)
     }
@@ -712,7 +767,7 @@ fn encode_meta(marks: Watermarks) -> Vec<u8> {
 
 /// The watermarks, or `None` for an index of another layout version.
 fn decode_meta(key: &[u8], value: &[u8]) -> Result<Option<Watermarks>> {
-    let mut r = Reader::new(key, value)?;
+    let mut r = reader(key, value)?;
     if r.varint()? != INDEX_VERSION {
         return Ok(None);
     }
@@ -790,7 +845,7 @@ fn read_collection(tree: &crate::backend::Tree, key: &[u8]) -> Result<(u64, u64)
 }
 
 fn decode_collection(key: &[u8], value: &[u8]) -> Result<(u64, u64)> {
-    let mut r = Reader::new(key, value)?;
+    let mut r = reader(key, value)?;
     Ok((r.varint()?, r.varint()?))
 }
 
@@ -821,81 +876,40 @@ fn encode_postings(df: Option<u64>, postings: &[Posting]) -> Vec<u8> {
 }
 
 fn decode_head(key: &[u8], value: &[u8]) -> Result<(u64, Vec<Posting>)> {
-    let mut r = Reader::new(key, value)?;
+    let mut r = reader(key, value)?;
     let df = r.varint()?;
     let mut postings = Vec::new();
-    r.postings(&mut postings)?;
+    read_postings(&mut r, &mut postings)?;
     Ok((df, postings))
 }
 
 fn decode_postings_into(key: &[u8], value: &[u8], out: &mut Vec<Posting>) -> Result<()> {
-    Reader::new(key, value)?.postings(out)
+    read_postings(&mut reader(key, value)?, out)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
+/// A reader of a value of the `terms` tree.
+fn reader<'a>(key: &'a [u8], value: &'a [u8]) -> Result<Reader<'a>> {
+    Reader::new(
+        tree_names::TERMS,
+        "postings",
+        POSTINGS_FORMAT,
+        render_key,
+        key,
+        value,
+    )
 }
 
-/// Reads a postings value, failing with an error that names the key.
-struct Reader<'a> {
-    key: &'a [u8],
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(key: &'a [u8], bytes: &'a [u8]) -> Result<Self> {
-        let reader = Reader { key, bytes, pos: 1 };
-        match bytes.first() {
-            Some(&POSTINGS_FORMAT) => Ok(reader),
-            Some(&version) => Err(reader.malformed(&format!(
-                "has postings format {version}, this build reads format {POSTINGS_FORMAT}"
-            ))),
-            None => Err(reader.malformed("is empty")),
-        }
+/// Reads a postings list (its count, then the postings) to the end of the value.
+fn read_postings(r: &mut Reader<'_>, out: &mut Vec<Posting>) -> Result<()> {
+    let count = r.varint()?;
+    let mut id = 0u64;
+    for _ in 0..count {
+        id = id
+            .checked_add(r.varint()?)
+            .ok_or_else(|| r.malformed("has an id past u64"))?;
+        let tf = u32::try_from(r.varint()?).unwrap_or(u32::MAX);
+        let len = u32::try_from(r.varint()?).unwrap_or(u32::MAX);
+        out.push(Posting { id, tf, len });
     }
-
-    fn varint(&mut self) -> Result<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let Some(&b) = self.bytes.get(self.pos) else {
-                return Err(self.malformed("ends inside a number"));
-            };
-            self.pos += 1;
-            n |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(self.malformed("has a number longer than 64 bits"))
-    }
-
-    fn postings(&mut self, out: &mut Vec<Posting>) -> Result<()> {
-        let count = self.varint()?;
-        let mut id = 0u64;
-        for _ in 0..count {
-            id = id
-                .checked_add(self.varint()?)
-                .ok_or_else(|| self.malformed("has an id past u64"))?;
-            let tf = u32::try_from(self.varint()?).unwrap_or(u32::MAX);
-            let len = u32::try_from(self.varint()?).unwrap_or(u32::MAX);
-            out.push(Posting { id, tf, len });
-        }
-        if self.pos != self.bytes.len() {
-            return Err(self.malformed("has bytes after its postings"));
-        }
-        Ok(())
-    }
-
-    fn malformed(&self, why: &str) -> StoreError {
-        StoreError::Malformed {
-            tree: tree_names::TERMS,
-            key: render_key(self.key),
-            reason: why.to_string(),
-        }
-    }
+    r.finish("postings")
 }

@@ -48,6 +48,7 @@ pub mod journal;
 mod keys;
 pub mod messages;
 pub mod store;
+mod varint;
 pub mod vectors;
 mod view;
 

@@ -98,6 +98,9 @@ pub(crate) struct Inner {
     states: RwLock<HashMap<AgentId, Arc<AgentState>>>,
     /// This node's leases when the store is one node of a cluster (see `cluster`).
     pub(crate) cluster: Option<crate::cluster::Membership>,
+    /// Agents' vectors as searched last, checked against their meta on every search (see
+    /// `vectors`).
+    pub(crate) vector_cache: crate::vectors::VectorCache,
 }
 
 impl fmt::Debug for Inner {
@@ -411,6 +414,7 @@ impl Store {
                     }),
                     states: RwLock::new(HashMap::new()),
                     cluster,
+                    vector_cache: crate::vectors::VectorCache::default(),
                 }
             }),
         })

@@ -18,7 +18,11 @@
 //! A vector is stored as one scale (f32) and one signed byte per dimension (the largest
 //! magnitude maps to 127): 388 bytes for a 384-dimension model, a quarter of f32, with a cosine
 //! error below 1% (a test checks it). A search quantizes the query the same way and takes
-//! integer dot products over every block of the agent: one range scan.
+//! integer dot products over every vector of the agent. The vectors are read (one range scan)
+//! into a per-store cache the first time an agent is searched and kept while its meta (model,
+//! watermark, count) stays the same, which every search checks with one point read: a sleep, or
+//! another node that hosted the agent meanwhile, makes the next search read them again. The
+//! cache holds at most [`CACHE_BYTES`]; past that it is emptied and refilled by the next searches.
 
 use std::collections::BTreeMap;
 
@@ -29,9 +33,59 @@ use crate::error::{Result, StoreError};
 use crate::index::{ScoredDoc, best_first, each_decoded};
 use crate::keys;
 use crate::store::{Store, tree_names};
+use crate::varint::{Reader, put_varint};
 
 /// Vectors per block value.
 pub const BLOCK: usize = 256;
+/// The most bytes of vectors a store keeps in memory for searches (see the module docs).
+pub const CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Agents' vectors in memory, each valid for the meta it was read under.
+#[derive(Debug, Default)]
+pub(crate) struct VectorCache {
+    entries: std::sync::Mutex<std::collections::HashMap<AgentId, std::sync::Arc<Matrix>>>,
+}
+
+/// One agent's vectors as one contiguous matrix.
+#[derive(Debug)]
+struct Matrix {
+    meta: VectorsMeta,
+    seqs: Vec<u64>,
+    scales: Vec<f32>,
+    /// `seqs.len() × meta.dims` bytes, row by row.
+    data: Vec<i8>,
+}
+
+impl Matrix {
+    fn bytes(&self) -> usize {
+        self.data.len() + self.seqs.len() * 12
+    }
+}
+
+impl VectorCache {
+    fn get(&self, id: &AgentId, meta: &VectorsMeta) -> Option<std::sync::Arc<Matrix>> {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.get(id).filter(|m| m.meta == *meta).cloned()
+    }
+
+    fn put(&self, id: &AgentId, matrix: std::sync::Arc<Matrix>) {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.remove(id);
+        let held: usize = entries.values().map(|m| m.bytes()).sum();
+        if held + matrix.bytes() > CACHE_BYTES {
+            entries.clear();
+        }
+        if matrix.bytes() <= CACHE_BYTES {
+            entries.insert(id.clone(), matrix);
+        }
+    }
+}
 /// The first byte of every value of the `vectors` tree.
 pub const VECTORS_FORMAT: u8 = 1;
 
@@ -187,18 +241,50 @@ impl Store {
             return Ok(Vec::new());
         }
         let (q, q_scale) = quantize(query);
-        let mut scored = Vec::with_capacity(usize::try_from(meta.count).unwrap_or(0));
+        let matrix = match self.inner.vector_cache.get(id, &meta) {
+            Some(m) => m,
+            None => {
+                let m = std::sync::Arc::new(self.read_matrix(id, meta)?);
+                self.inner.vector_cache.put(id, std::sync::Arc::clone(&m));
+                m
+            }
+        };
+        let dims = matrix.meta.dims;
+        let mut scored: Vec<ScoredDoc> = matrix
+            .data
+            .chunks_exact(dims)
+            .zip(matrix.seqs.iter().zip(&matrix.scales))
+            .map(|(row, (&seq, &scale))| ScoredDoc {
+                id: seq,
+                score: f64::from(dot(&q, row) as f32 * q_scale * scale),
+            })
+            .collect();
+        let n = best_first(&mut scored, limit);
+        scored.truncate(n);
+        Ok(scored)
+    }
+}
+
+impl Store {
+    /// Every stored vector of the agent (of `meta`'s model and length) as one matrix: one range
+    /// scan.
+    fn read_matrix(&self, id: &AgentId, meta: VectorsMeta) -> Result<Matrix> {
+        let capacity = usize::try_from(meta.count).unwrap_or(0);
+        let mut matrix = Matrix {
+            seqs: Vec::with_capacity(capacity),
+            scales: Vec::with_capacity(capacity),
+            data: Vec::with_capacity(capacity.saturating_mul(meta.dims)),
+            meta,
+        };
         let meta_key = meta_key(id);
         for item in self.inner.trees.vectors.scan_prefix(keys::prefix(id)) {
             let (key, value) = item?;
             if key.as_ref() == meta_key.as_slice() {
                 continue;
             }
-            scan_block(&key, &value, &q, q_scale, &mut scored)?;
+            read_block(&key, &value, &mut matrix)?;
         }
-        let n = best_first(&mut scored, limit);
-        scored.truncate(n);
-        Ok(scored)
+        Ok(matrix)
     }
 }
 
@@ -217,19 +303,10 @@ pub fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
 }
 
 /// The integer dot product of two quantized vectors of one length.
-#[cfg(test)]
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     a.iter()
         .zip(b)
         .map(|(&x, &y)| i32::from(x) * i32::from(y))
-        .sum()
-}
-
-/// [`dot`] with the second vector's bytes as stored (the same bits as its `i8`s).
-fn dot_bytes(a: &[i8], b: &[u8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| i32::from(x) * i32::from(y as i8))
         .sum()
 }
 
@@ -250,7 +327,7 @@ fn encode_meta(meta: &VectorsMeta) -> Vec<u8> {
 }
 
 fn decode_meta(key: &[u8], value: &[u8]) -> Result<VectorsMeta> {
-    let mut r = Reader::new(key, value)?;
+    let mut r = reader(key, value)?;
     let len = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
     let model = String::from_utf8(r.bytes(len)?.to_vec())
         .map_err(|_| r.malformed("has a model name that is not UTF-8"))?;
@@ -281,20 +358,14 @@ fn encode_block(dims: usize, block: &[(u64, Vec<f32>)]) -> Vec<u8> {
     out
 }
 
-/// Scores every vector of a block against the quantized query.
-fn scan_block(
-    key: &[u8],
-    value: &[u8],
-    q: &[i8],
-    q_scale: f32,
-    out: &mut Vec<ScoredDoc>,
-) -> Result<()> {
-    let mut r = Reader::new(key, value)?;
+/// Appends a block's vectors to `matrix` (whose meta gives their length).
+fn read_block(key: &[u8], value: &[u8], matrix: &mut Matrix) -> Result<()> {
+    let mut r = reader(key, value)?;
     let dims = usize::try_from(r.varint()?).unwrap_or(usize::MAX);
-    if dims != q.len() {
+    if dims != matrix.meta.dims {
         return Err(r.malformed(&format!(
             "holds {dims}-dimension vectors, the meta says {}",
-            q.len()
+            matrix.meta.dims
         )));
     }
     let count = r.varint()?;
@@ -307,77 +378,25 @@ fn scan_block(
             .bytes(4)?
             .try_into()
             .map_err(|_| r.malformed("ends inside a scale"))?;
-        let scale = f32::from_le_bytes(scale_bytes);
         let bytes = r.bytes(dims)?;
-        let score = f64::from(dot_bytes(q, bytes) as f32 * q_scale * scale);
-        out.push(ScoredDoc { id: seq, score });
+        matrix.seqs.push(seq);
+        matrix.scales.push(f32::from_le_bytes(scale_bytes));
+        // The bytes as signed: the same bits.
+        matrix.data.extend(bytes.iter().map(|&b| b as i8));
     }
-    if r.pos != r.bytes.len() {
-        return Err(r.malformed("has bytes after its vectors"));
-    }
-    Ok(())
+    r.finish("vectors")
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// Reads a value of the `vectors` tree, failing with an error that names the key.
-struct Reader<'a> {
-    key: &'a [u8],
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(key: &'a [u8], bytes: &'a [u8]) -> Result<Self> {
-        let reader = Reader { key, bytes, pos: 1 };
-        match bytes.first() {
-            Some(&VECTORS_FORMAT) => Ok(reader),
-            Some(&version) => Err(reader.malformed(&format!(
-                "has vectors format {version}, this build reads format {VECTORS_FORMAT}"
-            ))),
-            None => Err(reader.malformed("is empty")),
-        }
-    }
-
-    fn varint(&mut self) -> Result<u64> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let Some(&b) = self.bytes.get(self.pos) else {
-                return Err(self.malformed("ends inside a number"));
-            };
-            self.pos += 1;
-            n |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(self.malformed("has a number longer than 64 bits"))
-    }
-
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| self.malformed("ends early"))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn malformed(&self, why: &str) -> StoreError {
-        StoreError::Malformed {
-            tree: tree_names::VECTORS,
-            key: keys::render(self.key),
-            reason: why.to_string(),
-        }
-    }
+/// A reader of a value of the `vectors` tree.
+fn reader<'a>(key: &'a [u8], value: &'a [u8]) -> Result<Reader<'a>> {
+    Reader::new(
+        tree_names::VECTORS,
+        "vectors",
+        VECTORS_FORMAT,
+        keys::render,
+        key,
+        value,
+    )
 }
 
 #[cfg(test)]
@@ -417,14 +436,22 @@ mod tests {
         };
         assert_eq!(decode_meta(b"k", &encode_meta(&meta)).unwrap(), meta);
         let block = encode_block(3, &[(5, vec![1.0, 0.0, 0.0]), (7, vec![0.0, 1.0, 0.0])]);
+        let empty = || Matrix {
+            meta: VectorsMeta {
+                dims: 3,
+                ..VectorsMeta::default()
+            },
+            seqs: Vec::new(),
+            scales: Vec::new(),
+            data: Vec::new(),
+        };
+        let mut m = empty();
+        read_block(b"k", &block, &mut m).unwrap();
+        assert_eq!(m.seqs, [5, 7]);
         let (q, s) = quantize(&[0.0, 1.0, 0.0]);
-        let mut out = Vec::new();
-        scan_block(b"k", &block, &q, s, &mut out).unwrap();
-        assert_eq!(out.len(), 2);
-        assert_eq!(out[0].id, 5);
-        assert_eq!(out[1].id, 7);
-        assert!(out[1].score > 0.99 && out[0].score.abs() < 0.01, "{out:?}");
-        let e = scan_block(b"k", &block[..block.len() - 1], &q, s, &mut Vec::new()).unwrap_err();
+        let score = |row: usize| dot(&q, &m.data[row * 3..row * 3 + 3]) as f32 * s * m.scales[row];
+        assert!(score(1) > 0.99 && score(0).abs() < 0.01);
+        let e = read_block(b"k", &block[..block.len() - 1], &mut empty()).unwrap_err();
         assert!(e.to_string().contains("ends early"), "{e}");
     }
 }

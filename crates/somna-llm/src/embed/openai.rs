@@ -60,22 +60,8 @@ impl OpenAiEmbedder {
                 "is empty; name the embedding model the server serves",
             ));
         }
-        let var = cfg.api_key_env.trim();
-        let api_key = if var.is_empty() {
-            None
-        } else {
-            match env(var).filter(|k| !k.trim().is_empty()) {
-                Some(key) => Some(key),
-                None => {
-                    return Err(EmbedError::config(
-                        "embedder.api_key_env",
-                        format!(
-                            "environment variable {var} is not set (it should hold the API key)"
-                        ),
-                    ));
-                }
-            }
-        };
+        let api_key = crate::openai::api_key_from(&cfg.api_key_env, env)
+            .map_err(|message| EmbedError::config("embedder.api_key_env", message))?;
         let http = reqwest::Client::builder()
             .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
             .build()

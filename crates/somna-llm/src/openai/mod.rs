@@ -200,22 +200,8 @@ impl OpenAiClient {
                 "is empty; name the model the server serves",
             ));
         }
-        let var = cfg.api_key_env.trim();
-        let api_key = if var.is_empty() {
-            None
-        } else {
-            match env(var).filter(|k| !k.trim().is_empty()) {
-                Some(key) => Some(key),
-                None => {
-                    return Err(LlmError::config(
-                        "llm.api_key_env",
-                        format!(
-                            "environment variable {var} is not set (it should hold the API key)"
-                        ),
-                    ));
-                }
-            }
-        };
+        let api_key = api_key_from(&cfg.api_key_env, env)
+            .map_err(|message| LlmError::config("llm.api_key_env", message))?;
         Self::new(OpenAiSettings::from_config(cfg), api_key)
     }
 
@@ -394,6 +380,25 @@ impl LlmClient for OpenAiClient {
     fn provider(&self) -> &str {
         "openai"
     }
+}
+
+/// The API key in the environment variable `var` names (read through `env`): `None` when `var` is
+/// empty, an error message when the variable is unset or blank. Shared by every client that takes
+/// a key (`[llm]`, `[embedder]`).
+pub(crate) fn api_key_from(
+    var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> std::result::Result<Option<String>, String> {
+    let var = var.trim();
+    if var.is_empty() {
+        return Ok(None);
+    }
+    env(var)
+        .filter(|k| !k.trim().is_empty())
+        .map(Some)
+        .ok_or_else(|| {
+            format!("environment variable {var} is not set (it should hold the API key)")
+        })
 }
 
 #[cfg(test)]
