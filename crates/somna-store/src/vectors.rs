@@ -302,7 +302,8 @@ pub fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     (q, scale)
 }
 
-/// The integer dot product of two quantized vectors of one length.
+/// The integer dot product of two quantized vectors of one length. (A hand-chunked version with
+/// 16-bit products measured twice as slow: the compiler vectorizes this one better.)
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     a.iter()
         .zip(b)
