@@ -118,3 +118,58 @@ async fn a_server_slower_than_the_timeout_times_out() {
     assert!(matches!(e, EmbedError::Timeout { .. }), "{e}");
     drop(listener);
 }
+
+/// Opt-in: a real OpenAI-compatible embeddings server (`SOMNA_REAL_EMBED_URL`, e.g. llama.cpp's
+/// server started with embeddings on, and `SOMNA_REAL_EMBED_MODEL`): one unit vector per text, of
+/// one length, the same text twice the same vector, two different texts not.
+#[tokio::test]
+async fn a_real_embeddings_server_answers_with_unit_vectors() {
+    let (Ok(url), Ok(model)) = (
+        std::env::var("SOMNA_REAL_EMBED_URL"),
+        std::env::var("SOMNA_REAL_EMBED_MODEL"),
+    ) else {
+        somna_testkit::skip(
+            "set SOMNA_REAL_EMBED_URL and SOMNA_REAL_EMBED_MODEL to test a real embeddings server \
+             (docs/llm.md, \"Embeddings\")",
+        );
+        return;
+    };
+    let cfg = EmbedderSection {
+        provider: EmbedderProvider::Openai,
+        base_url: url,
+        model,
+        timeout: Duration::from_secs(120),
+        ..EmbedderSection::default()
+    };
+    let embedder = OpenAiEmbedder::from_config(&cfg, &|_| None).unwrap();
+    let texts: Vec<String> = [
+        "The cat sat on the mat",
+        "A kitten was sitting on a rug",
+        "Quarterly revenue rose by 4%",
+        "The cat sat on the mat",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let v = embedder.embed(texts).await.unwrap();
+    assert_eq!(v.len(), 4);
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    for x in &v {
+        assert_eq!(x.len(), v[0].len());
+        assert!((cos(x, x) - 1.0).abs() < 1e-3, "not unit length");
+    }
+    assert!(
+        cos(&v[0], &v[3]) > 0.999,
+        "the same text gave another vector"
+    );
+    assert!(
+        cos(&v[0], &v[2]) < 0.999,
+        "two different texts gave one vector"
+    );
+    println!(
+        "real embeddings: {} dimensions; cat~kitten {:.3}, cat~revenue {:.3}",
+        v[0].len(),
+        cos(&v[0], &v[1]),
+        cos(&v[0], &v[2])
+    );
+}
