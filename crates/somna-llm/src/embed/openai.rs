@@ -31,10 +31,46 @@ struct Response {
 
 #[derive(Debug, Deserialize)]
 struct Datum {
-    embedding: Vec<f32>,
+    embedding: Embedding,
     /// The input's position; servers may answer out of order.
     #[serde(default)]
     index: Option<usize>,
+}
+
+/// One input's embedding as servers send it: a vector, or one vector per token (llama-cpp-python's
+/// server for a model without a pooling layer), which Somna mean-pools.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Embedding {
+    Pooled(Vec<f32>),
+    PerToken(Vec<Vec<f32>>),
+}
+
+impl Embedding {
+    /// The input's one vector: as sent, or the mean of its token vectors (which must share a
+    /// length; none is an empty vector, refused by the checks after).
+    fn pooled(self) -> Result<Vec<f32>, EmbedError> {
+        match self {
+            Embedding::Pooled(v) => Ok(v),
+            Embedding::PerToken(rows) => {
+                let Some(dims) = rows.first().map(Vec::len) else {
+                    return Ok(Vec::new());
+                };
+                if rows.iter().any(|r| r.len() != dims) {
+                    return Err(EmbedError::Malformed(
+                        "token vectors of different lengths in one embedding".to_string(),
+                    ));
+                }
+                let mut mean = vec![0.0f32; dims];
+                for row in &rows {
+                    mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+                }
+                let n = rows.len() as f32;
+                mean.iter_mut().for_each(|m| *m /= n);
+                Ok(mean)
+            }
+        }
+    }
 }
 
 impl OpenAiEmbedder {
@@ -132,7 +168,11 @@ impl OpenAiEmbedder {
                 ));
             }
         }
-        checked_unit_vectors(texts.len(), data.into_iter().map(|d| d.embedding).collect())
+        let vectors = data
+            .into_iter()
+            .map(|d| d.embedding.pooled())
+            .collect::<Result<Vec<_>, _>>()?;
+        checked_unit_vectors(texts.len(), vectors)
     }
 }
 
@@ -149,5 +189,21 @@ impl Embedder for OpenAiEmbedder {
 
     fn model(&self) -> &str {
         &self.model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_token_embeddings_are_mean_pooled() {
+        let d: Datum = serde_json::from_str(r#"{"embedding": [[1.0, 2.0], [3.0, 4.0]]}"#).unwrap();
+        assert_eq!(d.embedding.pooled().unwrap(), [2.0, 3.0]);
+        let d: Datum = serde_json::from_str(r#"{"embedding": [0.5, 1.5]}"#).unwrap();
+        assert_eq!(d.embedding.pooled().unwrap(), [0.5, 1.5]);
+        let d: Datum = serde_json::from_str(r#"{"embedding": [[1.0], [1.0, 2.0]]}"#).unwrap();
+        assert!(d.embedding.pooled().is_err());
+        assert!(serde_json::from_str::<Datum>(r#"{"embedding": "x"}"#).is_err());
     }
 }

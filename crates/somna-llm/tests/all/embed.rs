@@ -120,8 +120,10 @@ async fn a_server_slower_than_the_timeout_times_out() {
 }
 
 /// Opt-in: a real OpenAI-compatible embeddings server (`SOMNA_REAL_EMBED_URL`, e.g. llama.cpp's
-/// server started with embeddings on, and `SOMNA_REAL_EMBED_MODEL`): one unit vector per text, of
-/// one length, the same text twice the same vector, two different texts not.
+/// server started with embeddings on, and `SOMNA_REAL_EMBED_MODEL`; `SOMNA_REAL_EMBED_BATCH`
+/// texts a request, default 1): one unit vector per text, of one length, the same text twice the
+/// same vector, two different texts not. (llama-cpp-python 0.3's server embeds only the first
+/// text of a batch right for a model without pooling, so batches of 1 are the default here.)
 #[tokio::test]
 async fn a_real_embeddings_server_answers_with_unit_vectors() {
     let (Ok(url), Ok(model)) = (
@@ -134,10 +136,15 @@ async fn a_real_embeddings_server_answers_with_unit_vectors() {
         );
         return;
     };
+    let batch = std::env::var("SOMNA_REAL_EMBED_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1);
     let cfg = EmbedderSection {
         provider: EmbedderProvider::Openai,
         base_url: url,
         model,
+        batch,
         timeout: Duration::from_secs(120),
         ..EmbedderSection::default()
     };
