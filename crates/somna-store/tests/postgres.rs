@@ -1,7 +1,7 @@
 //! The store's conformance suite on Postgres: the modules of tests/all/ (those that are not about
 //! sled's files), run against `Store::temporary_postgres` of `SOMNA_TEST_PG_URL` (e.g.
 //! `postgres://postgres@127.0.0.1:5432/test`), plus Postgres-only tests. With the variable unset
-//! every test prints `skipped: SOMNA_TEST_PG_URL is unset` and passes.
+//! every test reports the skip through `somna_testkit::skip` (stderr and `SOMNA_SKIP_LOG`) and passes.
 //!
 //! Left out: tests/all/encoding.rs (the codec, which no backend touches, and a value damaged in a
 //! sled file), tests/all/layout.rs (its fixture is a sled database written by an older build), and

@@ -1287,8 +1287,11 @@ mod tests {
     use crate::store::{Store, TreeId, WriteSet};
 
     fn stores() -> Option<(Store, Store)> {
-        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-            println!("skipped: SOMNA_TEST_PG_URL is unset");
+        let Some(url) = std::env::var("SOMNA_TEST_PG_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
             return None;
         };
         Some((
@@ -1377,8 +1380,11 @@ mod tests {
     /// writes, and another store can open the schema.
     #[test]
     fn a_store_that_lost_its_lock_stops_writing() {
-        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-            println!("skipped: SOMNA_TEST_PG_URL is unset");
+        let Some(url) = std::env::var("SOMNA_TEST_PG_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
             return;
         };
         let store = Store::temporary_postgres(&url).unwrap();

@@ -29,7 +29,7 @@ pub fn pg_url() -> Option<String> {
     match std::env::var(PG_URL) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            println!("skipped: {PG_URL} is unset");
+            somna_testkit::skip(&format!("{PG_URL} is unset (a PostgreSQL URL)"));
             None
         }
     }
