@@ -278,6 +278,57 @@ async fn a_hit_brings_its_neighbours_and_their_dates() {
     );
 }
 
+/// A question that names a period puts what was said then first: of two archived turns that
+/// match it equally, with room for one hit, the one of May 2023 is recalled for "in May 2023",
+/// the one of June for "in June 2023", and the newer one when no period is named.
+#[tokio::test]
+async fn a_named_period_puts_its_turns_first() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let at = |s: &str| Timestamp::parse_rfc3339(s).unwrap();
+    // The two zither turns far apart, so that neither is the other's neighbour.
+    let mut talk: Vec<Message> = (0..30).map(|i| said(i, 10)).collect();
+    talk[5] = Message::user("Nora bought a zither at the fair").with_name("Omar");
+    talk[5].created_at = at("2023-05-10T10:00:00Z");
+    talk[15] = Message::user("Nora bought a zither at the market").with_name("Omar");
+    talk[15].created_at = at("2023-06-10T10:00:00Z");
+    let talk: Vec<Message> = talk.into_iter().map(with_count).collect();
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, 4).await;
+
+    let mut config = agent_config("npc", 8_192);
+    config.compaction.working_share = 0.25;
+    config.memory.working_archive = 1;
+    let recalled = |question: &str| {
+        let (_, working) = prompt::preview(
+            &store,
+            &agent,
+            &config,
+            question,
+            at("2023-07-01T10:00:00Z"),
+        )
+        .unwrap();
+        working
+            .turns()
+            .filter(|m| m.content.contains("zither"))
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        recalled("Which zither did Nora buy in May 2023?"),
+        ["Nora bought a zither at the fair"]
+    );
+    assert_eq!(
+        recalled("Which zither did Nora buy in June 2023?"),
+        ["Nora bought a zither at the market"]
+    );
+    assert_eq!(
+        recalled("Which zither did Nora buy?"),
+        ["Nora bought a zither at the market"]
+    );
+}
+
 /// When the live history alone is over the budget (the emergency compaction has not run yet),
 /// the oldest turns are left out of the prompt, never out of the store.
 #[test]
