@@ -54,10 +54,7 @@ impl<'a> Query<'a> {
     /// The query of the latest user input of `history` (its period read relative to when it
     /// was said), with `semantic` when given.
     pub fn latest(history: &'a [Message], semantic: Option<(&'a str, &'a [f32])>) -> Self {
-        let latest = history
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User && m.is_normal());
+        let latest = latest_user(history);
         let text = latest.map_or("", |m| m.content.as_str());
         Query {
             text,
@@ -756,11 +753,15 @@ pub fn budget(config: &AgentConfig) -> u64 {
 
 /// The latest user input in `history` (the retrieval query).
 pub fn latest_input(history: &[Message]) -> &str {
+    latest_user(history).map_or("", |m| m.content.as_str())
+}
+
+/// The latest user message of `history` that is an original (not a summary or placeholder).
+fn latest_user(history: &[Message]) -> Option<&Message> {
     history
         .iter()
         .rev()
         .find(|m| m.role == Role::User && m.is_normal())
-        .map_or("", |m| m.content.as_str())
 }
 
 /// The archived messages that best match `query` (the `recall` tool, `somna search`, the API's

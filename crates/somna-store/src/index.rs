@@ -249,12 +249,6 @@ impl Store {
         self.search_archive_with(id, query, None, limit)
     }
 
-    /// [`Store::search_archive`], fused with semantic search when `semantic` gives the query's
-    /// vector and the embedder model that made it: BM25's ranking and the stored vectors'
-    /// ranking (cosine) are combined by reciprocal-rank fusion (each list adds `1 / (60 + rank)`
-    /// to a message's score, the vectors' twice that), so a message either one ranks high comes
-    /// first, and one both rank high before both. Without stored vectors of that model, BM25
-    /// alone.
     /// The ranking [`Store::search_archive_with`] reads its hits from: the best `limit` indexed
     /// messages for `query` (fused with the vectors when `semantic` is given), best first, as
     /// seqs and scores, live ones included (read them with [`Store::archived_messages`], which
@@ -268,20 +262,19 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<ScoredDoc>> {
         let depth = limit.saturating_add(64);
-        let by_vector = match semantic {
-            Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
-            None => Vec::new(),
-        };
-        self.with_scores(id, DocKind::Message, query, depth, |_, mut scored| {
-            if !by_vector.is_empty() {
-                scored = fuse(scored, by_vector, depth);
-            }
+        self.with_fused_scores(id, query, semantic, depth, |_, mut scored| {
             let n = best_first(&mut scored, limit);
             scored.truncate(n);
             Ok(scored)
         })
     }
 
+    /// [`Store::search_archive`], fused with semantic search when `semantic` gives the query's
+    /// vector and the embedder model that made it: BM25's ranking and the stored vectors'
+    /// ranking (cosine) are combined by reciprocal-rank fusion (each list adds `1 / (60 + rank)`
+    /// to a message's score, the vectors' twice that), so a message either one ranks high comes
+    /// first, and one both rank high before both. Without stored vectors of that model, BM25
+    /// alone.
     pub fn search_archive_with(
         &self,
         id: &AgentId,
@@ -289,17 +282,9 @@ impl Store {
         semantic: Option<(&str, &[f32])>,
         limit: usize,
     ) -> Result<Vec<ArchiveHit>> {
-        let depth = limit.saturating_mul(4).saturating_add(64);
-        let by_vector = match semantic {
-            Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
-            None => Vec::new(),
-        };
         // Enough candidates for the fusion, and for the live messages the hits skip.
-        let want = depth.max(limit.saturating_mul(2).saturating_add(16));
-        self.with_scores(id, DocKind::Message, query, want, |record, mut scored| {
-            if !by_vector.is_empty() {
-                scored = fuse(scored, by_vector, depth);
-            }
+        let depth = limit.saturating_mul(4).saturating_add(64);
+        self.with_fused_scores(id, query, semantic, depth, |record, mut scored| {
             // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
             // asked for, and all of them if that was not enough.
             let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
@@ -371,6 +356,31 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// The scored messages for `query` (BM25, fused with the best `depth` vectors of
+    /// `semantic`'s model when given), in no order, at least `depth` of them when there are that
+    /// many (see `Store::score`), handed to `then` with the agent's record.
+    fn with_fused_scores<T>(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        depth: usize,
+        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let by_vector = match semantic {
+            Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
+            None => Vec::new(),
+        };
+        self.with_scores(id, DocKind::Message, query, depth, |record, scored| {
+            let scored = if by_vector.is_empty() {
+                scored
+            } else {
+                fuse(scored, by_vector, depth)
+            };
+            then(record, scored)
+        })
     }
 
     /// [`Store::archived_message`] of several seqs at once (two multi-key reads), in their order.
