@@ -455,9 +455,17 @@ fn load_or_defaults(cli: &Cli) -> Result<ResolvedConfig> {
         }
         Err(LoadError::Io(e)) if cli.db.is_some() => {
             tracing::debug!("no usable config ({e:#}); using --db with defaults");
-            RuntimeConfig::default()
-                .resolve("(defaults)")
-                .map_err(|e| anyhow::anyhow!("{e}"))
+            // The defaults, with the command line's `--set` overrides all the same.
+            let name = "(defaults)";
+            match RuntimeConfig::parse_with_overrides("", name, &cli.set)
+                .and_then(|raw| raw.resolve(name))
+            {
+                Ok(r) => Ok(r),
+                Err(errors) => {
+                    Out::new(false).config_errors(std::path::Path::new(name), &errors);
+                    std::process::exit(i32::from(EXIT_INVALID));
+                }
+            }
         }
         Err(LoadError::Io(e)) => Err(e),
     }

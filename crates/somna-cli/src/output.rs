@@ -98,6 +98,13 @@ impl Out {
                 .map_or_else(|| "never".to_string(), |t| t.to_string())
         );
         println!("model        {}", s.config.model);
+        let g = &s.grounding;
+        if g.total() > 0 {
+            println!(
+                "memory items {} kept · {} repaired · {} dropped (checked against their sources)",
+                g.kept, g.repaired, g.dropped
+            );
+        }
         let u = &s.chat_usage;
         if u.calls > 0 {
             let cached = u.cached_prompt_tokens.map_or_else(

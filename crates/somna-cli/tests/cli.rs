@@ -657,3 +657,91 @@ fn the_embedder_indexes_the_archive_and_each_input_over_the_wire() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert_says(&o, "HTTP 503");
 }
+
+/// Issue 25 over the wire: a server that invents on purpose (names, prices, ledger IDs and dates
+/// found nowhere in the request, with right-looking, wrong, out-of-range and missing citations,
+/// beside true items) answers `somna compact --force` and `somna sleep` in both structured-output
+/// modes; not one invented value reaches the history, the journal or memory, the true items do,
+/// and what the check did is reported and counted in `status`.
+#[test]
+fn an_inventing_model_gets_none_of_its_values_into_memory() {
+    for mode in ["json_schema", "off"] {
+        let stub = somna_testkit::StubLlmServer::start();
+        stub.set_inventing();
+        let dir = imported(300);
+        let d = dir.path();
+        let llm = [
+            "--set".to_string(),
+            "llm.provider=openai".to_string(),
+            "--set".to_string(),
+            "llm.model=stub".to_string(),
+            "--set".to_string(),
+            format!("llm.base_url={}", stub.base_url()),
+            "--set".to_string(),
+            format!("llm.structured_output={mode}"),
+            "--set".to_string(),
+            "defaults.memory.reflection_threshold=1".to_string(),
+            "--set".to_string(),
+            "defaults.compaction.extraction=llm".to_string(),
+        ];
+        let with = |args: &[&str]| -> Output {
+            let mut all: Vec<&str> = args.to_vec();
+            all.extend(llm.iter().map(String::as_str));
+            somna(d, &all)
+        };
+        let o = with(&["compact", "smith", "--force", "--json"]);
+        assert!(o.status.success(), "{mode}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["outcome"], "done", "{mode}: {v}");
+        assert_eq!(v["method"], "llm", "{mode}: {v}");
+        let g = &v["grounding"];
+        assert!(g["kept"].as_u64().unwrap() >= 1, "{mode}: {v}");
+        assert!(g["dropped"].as_u64().unwrap() >= 4, "{mode}: {v}");
+
+        let o = with(&["sleep", "smith", "--json"]);
+        assert!(o.status.success(), "{mode}: {}", text(&o));
+
+        // The requests held none of the invented values; the answers held all of them.
+        let requests = stub.requests();
+        assert!(requests.iter().any(|r| r.asks_for_summary()));
+        for r in &requests {
+            let prompt = r.prompt_text();
+            for value in somna_testkit::INVENTED {
+                assert!(!prompt.contains(value), "{mode}: {value} was in a request");
+            }
+        }
+        let mut committed = String::new();
+        for args in [
+            &["history", "smith", "--json"][..],
+            &["journal", "smith", "--json"][..],
+            &["facts", "smith", "--json"][..],
+        ] {
+            let o = somna(d, args);
+            assert!(o.status.success(), "{}", text(&o));
+            committed.push_str(&stdout(&o));
+        }
+        for value in somna_testkit::INVENTED {
+            assert!(
+                !committed.contains(value),
+                "{mode}: the invented {value} was committed"
+            );
+        }
+        // The true items made it: a summary item, a fact and a reflection citing their sources.
+        assert!(committed.contains("the wolves near the mill"), "{mode}");
+        let o = somna(d, &["facts", "smith", "--json"]);
+        let facts: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            facts.as_array().is_some_and(|f| f
+                .iter()
+                .any(|f| f["source_seqs"].as_array().is_some_and(|s| !s.is_empty()))),
+            "{mode}: no fact names the turns behind it: {facts}"
+        );
+        let o = somna(d, &["status", "smith", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let g = &status["grounding"];
+        assert!(g["dropped"].as_u64().unwrap() >= 8, "{mode}: {status}");
+        assert!(g["kept"].as_u64().unwrap() >= 2, "{mode}: {status}");
+        let o = somna(d, &["status", "smith"]);
+        assert!(stdout(&o).contains("memory items "), "{}", text(&o));
+    }
+}

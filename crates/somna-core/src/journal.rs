@@ -60,6 +60,13 @@ pub struct JournalEntry {
     /// For compaction and extraction entries: the seq range (inclusive) of the history it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covers: Option<(Seq, Seq)>,
+    /// The history turns it rests on (an extracted fact's cited turns). A synthesis entry cites
+    /// per item instead, with `[#seq]` markers in its content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_seqs: Vec<Seq>,
+    /// The journal entries it rests on (a reflection's cited entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_entries: Vec<EntryId>,
 }
 
 impl JournalEntry {
@@ -79,6 +86,8 @@ impl JournalEntry {
             tags: Vec::new(),
             consolidated: false,
             covers: None,
+            source_seqs: Vec::new(),
+            source_entries: Vec::new(),
         }
     }
 
@@ -89,6 +98,18 @@ impl JournalEntry {
         S: Into<String>,
     {
         self.tags.extend(tags.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the history turns it rests on.
+    pub fn citing_turns(mut self, seqs: Vec<Seq>) -> Self {
+        self.source_seqs = seqs;
+        self
+    }
+
+    /// Sets the journal entries it rests on.
+    pub fn citing_entries(mut self, ids: Vec<EntryId>) -> Self {
+        self.source_entries = ids;
         self
     }
 
@@ -151,6 +172,10 @@ pub struct Fact {
     pub text: String,
     /// Provenance: the journal entries this fact was distilled from.
     pub source_entry_ids: Vec<EntryId>,
+    /// The history turns behind it: the `[#seq]` citations of the lines of its entries that hold
+    /// its values (empty when its entries cite no turn, e.g. notes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_seqs: Vec<Seq>,
     pub at: Timestamp,
 }
 
@@ -161,6 +186,7 @@ impl Fact {
             id: 0,
             text: text.into(),
             source_entry_ids: sources,
+            source_seqs: Vec::new(),
             at,
         }
     }

@@ -33,7 +33,7 @@ pub use id::AgentId;
 pub use journal::{EntryId, Fact, FactId, JournalEntry, JournalQuery, SourceType};
 pub use message::{Message, MessageKind, Role, Seq, SummaryMeta, ToolCall};
 pub use record::{
-    AgentRecord, CompactionMethod, CompactionRecord, Cover, EventRecord, LoggedEvent, StoredEvent,
-    Trigger, Writer,
+    AgentRecord, CompactionMethod, CompactionRecord, Cover, EventRecord, GroundingCounts,
+    LoggedEvent, StoredEvent, Trigger, Writer,
 };
 pub use time::Timestamp;

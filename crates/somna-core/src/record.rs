@@ -50,6 +50,11 @@ pub struct AgentRecord {
     /// somna-store; empty for an agent whose compactions all predate layout 2.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub covers: Vec<Cover>,
+    /// What the grounding check did with every item models wrote for this agent (compactions'
+    /// summaries and extracted facts, sleeps' facts and reflections), counted in the transaction
+    /// that logs each compaction and each sleep.
+    #[serde(default)]
+    pub grounding: GroundingCounts,
     /// The durable sleep schedule: when the next sleep is due (runtime clock), advanced by each
     /// sleep and read when the agent is loaded; `None` until one is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +98,7 @@ impl AgentRecord {
             archive_len: 0,
             retired: false,
             covers: Vec::new(),
+            grounding: GroundingCounts::default(),
             next_sleep_at: None,
         }
     }
@@ -128,6 +134,50 @@ pub enum CompactionMethod {
     MaskOnly,
 }
 
+/// What the grounding check did with the items a model wrote (summary items, extracted facts,
+/// consolidated facts, reflections): each item's checkable values (numbers, dates, times, IDs,
+/// names) were looked up in the turns or entries it cites before anything was committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GroundingCounts {
+    /// Items committed as written: every value found in what they cite.
+    pub kept: u32,
+    /// Items committed after repair: re-cited to the turn that holds every value, or replaced by
+    /// the cited turn's own words.
+    pub repaired: u32,
+    /// Items not committed: a value found nowhere they could cite, and nothing to repair from.
+    pub dropped: u32,
+}
+
+impl GroundingCounts {
+    /// Every item checked.
+    pub fn total(&self) -> u32 {
+        self.kept + self.repaired + self.dropped
+    }
+
+    /// Items committed (kept or repaired).
+    pub fn committed(&self) -> u32 {
+        self.kept + self.repaired
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: GroundingCounts) {
+        self.kept += other.kept;
+        self.repaired += other.repaired;
+        self.dropped += other.dropped;
+    }
+}
+
+impl std::fmt::Display for GroundingCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} kept, {} repaired, {} dropped",
+            self.kept, self.repaired, self.dropped
+        )
+    }
+}
+
 /// The log line of one committed compaction, stored in the `events` tree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -150,6 +200,10 @@ pub struct CompactionRecord {
     pub synthesis_entry: Option<EntryId>,
     /// The summary's generation.
     pub generation: u32,
+    /// What the grounding check did with the summary's items (`None` for a compaction without a
+    /// summary, or one committed before the check existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<GroundingCounts>,
 }
 
 impl CompactionRecord {
@@ -176,6 +230,7 @@ impl CompactionRecord {
             tokens_after: 0,
             synthesis_entry: None,
             generation,
+            grounding: None,
         }
     }
 
@@ -242,6 +297,9 @@ pub enum EventRecord {
         entries: u32,
         facts: u32,
         reflections: u32,
+        /// What the grounding check did with the consolidated facts and reflections.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grounding: Option<GroundingCounts>,
         /// What failed (left for the next sleep), one line each.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failures: Vec<String>,

@@ -19,6 +19,7 @@ pub mod builtin;
 pub mod client;
 pub mod embed;
 pub mod error;
+pub mod grounding;
 pub mod openai;
 pub mod prompts;
 pub mod retry;

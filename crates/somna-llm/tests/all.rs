@@ -12,6 +12,8 @@
 mod builtin;
 #[path = "all/embed.rs"]
 mod embed;
+#[path = "all/grounding.rs"]
+mod grounding;
 #[path = "all/openai.rs"]
 mod openai;
 #[path = "all/prompts.rs"]

@@ -194,6 +194,7 @@ fn benches(c: &mut Criterion) {
                     tokens_after: p.tokens_before - p.body_tokens + u64::from(summary.tokens),
                     synthesis_entry: None,
                     generation: 1,
+                    grounding: None,
                 };
                 let commit = CompactionCommit {
                     covered: body.to_vec(),

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use somna_core::record::Trigger;
-use somna_core::{AgentId, Timestamp};
+use somna_core::{AgentId, GroundingCounts, Timestamp};
 use tokio::sync::broadcast;
 
 use crate::agent::ChatUsage;
@@ -53,6 +53,9 @@ pub enum Event {
         entries: usize,
         facts: usize,
         reflections: usize,
+        /// What the grounding check did with the facts and reflections the model wrote.
+        #[serde(default)]
+        grounding: GroundingCounts,
     },
     SleepCompleted {
         agent: AgentId,
@@ -291,6 +294,7 @@ mod tests {
             generation: 1,
             fallback_reason: None,
             warning: None,
+            grounding: None,
         };
         let (a, t, trigger) = (agent, text, Trigger::Sleep);
         vec![
@@ -329,6 +333,7 @@ mod tests {
                 entries: 1,
                 facts: 1,
                 reflections: 0,
+                grounding: GroundingCounts::default(),
             },
             Event::SleepCompleted { agent: a.clone() },
             Event::AgentReplied {

@@ -26,6 +26,7 @@ use somna_core::message::{Message, MessageKind, Role};
 use somna_core::retrieval::{Period, period_in};
 use somna_core::tokens::{REPLY_PRIMING, TokenCounter};
 use somna_core::{AgentId, Fact, Timestamp};
+use somna_llm::grounding::cite;
 use somna_llm::{ChatMessage, prompts};
 use somna_store::{DocKind, Store, StoreError};
 
@@ -505,7 +506,7 @@ pub fn build(
     while let Some((first, tail)) = rest.split_first() {
         if first.role == Role::System && matches!(first.kind, MessageKind::Summary(_)) {
             system.push_str("\n\n");
-            system.push_str(&first.content);
+            system.push_str(&cite::strip_all(&first.content));
             summary_tokens += u64::from(first.tokens);
             rest = tail;
         } else {
@@ -548,7 +549,12 @@ pub fn build(
         } else {
             history_tokens += u64::from(m.tokens);
         }
-        messages.push(ChatMessage::from(m));
+        let mut chat = ChatMessage::from(m);
+        if matches!(m.kind, MessageKind::Summary(_)) {
+            // A summary's citations are kept in the store, not shown (docs/prompt.md).
+            chat.content = cite::strip_all(&chat.content);
+        }
+        messages.push(chat);
         message_tokens.push(m.tokens);
     }
     if fixed(system_tokens, rest) > budget && messages.len() > 1 {

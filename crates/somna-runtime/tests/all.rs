@@ -10,6 +10,7 @@ mod main_job;
 mod ops;
 mod prompt;
 mod properties;
+mod real_grounding;
 mod real_llm;
 mod recall;
 mod runtime;

@@ -71,9 +71,11 @@ async fn compact_with(
         .unwrap()
 }
 
-const SUMMARY: &str = "## Topic arc\n- Aldric ordered tools for the mill near Millbrook.\n\
-## Decisions\n- Deliver to the north gate; half paid up front.\n## Pending\n- Deliveries by day 7.\n\
-## User facts\n- Aldric pays in silver.\n## Artifacts\n- sword, horseshoe, lantern";
+/// A summary whose every item holds up against the turns it cites (`support::line`: the sword is
+/// talked about from turn 0, the horseshoe from 5, the lantern from 10; day 7 in turn 6).
+const SUMMARY: &str = "## Topic arc\n- Aldric ordered tools for the mill near Millbrook. [#0]\n\
+## Decisions\n- Deliver to the north gate; half paid up front. [#0]\n## Pending\n- Deliveries by day 7. \
+[#6]\n## User facts\n- Aldric pays in silver. [#0]\n## Artifacts\n- sword, horseshoe, lantern [#0, #5, #10]";
 
 #[tokio::test]
 async fn sleep_compaction_commits_an_llm_summary() {
@@ -326,16 +328,18 @@ async fn a_summary_that_saves_under_5_percent_is_a_stall() {
     let body: u64 = history[..10].iter().map(|m| u64::from(m.tokens)).sum();
     let total: u64 = history.iter().map(|m| u64::from(m.tokens)).sum();
     let target = body - total * 3 / 100;
-    let mut shorter = String::from("## Topic arc\n## Decisions\n");
+    let mut words = String::from("mill");
+    let summary = |words: &str| format!("## Topic arc\n- {words} [#0]\n## Decisions\n(none)");
     while {
         let m = somna_core::Message::new(
             somna_core::Role::System,
-            somna_core::compaction::prompt::summary_content(&shorter),
+            somna_core::compaction::prompt::summary_content(&words),
         );
         u64::from(counter().count_message(&m)) < target
     } {
-        shorter.push_str("mill ");
+        words.push_str(" mill");
     }
+    let shorter = summary(&words);
     stub.push(Reply::text(shorter));
     let engine = stub_engine(&store, &stub);
     let outcome = compact(&engine, &agent, &cfg, Trigger::Sleep).await;

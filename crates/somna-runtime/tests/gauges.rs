@@ -43,7 +43,7 @@ fn assert_adds_up(runtime: &Runtime, g: &AgentGaugesSnapshot) {
 async fn gauges_follow_states_usage_and_hosting_and_add_up_to_the_agents() {
     let stub = StubLlmServer::start();
     stub.set_default(Reply::text(
-        "## Topic arc\n- Orders for the mill near Millbrook.\n## Decisions\n- Deliver to the north gate.",
+        "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
     let (store, smith) = with_history("smith", 30);
     // Smith's history fills 65% of its window.

@@ -129,7 +129,7 @@ fn input_over_the_limit_is_refused_on_every_kind_and_writes_nothing() {
 async fn the_largest_accepted_input_is_compacted_below_the_threshold() {
     let stub = StubLlmServer::start();
     stub.set_default(Reply::text(
-        "## Topic arc\n- Orders for the mill near Millbrook.\n## Decisions\n- Deliver to the north gate.",
+        "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
     let store = Store::temporary().unwrap();
     let smith = id("smith");

@@ -36,7 +36,7 @@ fn window_for(tokens: u64, usage: f64) -> u32 {
 
 fn summarizer(stub: &StubLlmServer) -> Arc<dyn LlmClient> {
     stub.set_default(Reply::text(
-        "## Topic arc\n- Orders for the mill near Millbrook.\n## Decisions\n- Deliver to the north gate.",
+        "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
     stub_client(stub, Duration::from_secs(5))
 }

@@ -136,7 +136,7 @@ async fn reflection_during_sleep_writes_capped_entries() {
     stub.push(Reply::text("- Aldric orders tools for the mill [#1, #2]"));
     stub.push(Reply::text(
         (0..6)
-            .map(|i| format!("- {i}: {long}"))
+            .map(|i| format!("- {long} [#{i}]"))
             .collect::<Vec<_>>()
             .join("\n"),
     ));

@@ -15,6 +15,7 @@
 //! | `somna_tick_lateness_histogram_seconds` | histogram | `le` = `LATENESS_BUCKETS_US` |
 //! | `somna_compactions_total` | counter | `trigger`, `outcome` = `completed`, `skipped`, `failed` |
 //! | `somna_compaction_tokens_saved_total` | counter | |
+//! | `somna_grounded_items_total` | counter | `source` = `compaction`, `sleep`; `outcome` = `kept`, `repaired`, `dropped` |
 //! | `somna_events_total` | counter | `type` (`Event::KINDS`) |
 //! | `somna_llm_request_duration_seconds` | histogram | `purpose` |
 //! | `somna_llm_requests_total` | counter | `purpose`, `outcome` = `ok`, `error` |
@@ -48,6 +49,13 @@ pub const LLM_LATENCY_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
+/// What wrote the items the grounding check saw, the `source` label of
+/// `somna_grounded_items_total`: a compaction (summary items, extracted facts) or a sleep
+/// (consolidated facts, reflections).
+const GROUNDED_SOURCES: [&str; 2] = ["compaction", "sleep"];
+/// What the check did, its `outcome` label.
+const GROUNDED_OUTCOMES: [&str; 3] = ["kept", "repaired", "dropped"];
+
 /// Compaction outcomes, the `outcome` label of `somna_compactions_total`.
 const OUTCOMES: [&str; 3] = ["completed", "skipped", "failed"];
 const PURPOSES: usize = Purpose::ALL.len();
@@ -66,6 +74,8 @@ struct Inner {
     /// Compactions by trigger (index in `Trigger::ALL`) and outcome (index in `OUTCOMES`).
     compactions: [[AtomicU64; OUTCOMES.len()]; Trigger::ALL.len()],
     tokens_saved: AtomicU64,
+    /// Items the grounding check saw, by source and outcome.
+    grounded: [[AtomicU64; GROUNDED_OUTCOMES.len()]; GROUNDED_SOURCES.len()],
     /// Runtime events by type (index in `Event::KINDS`).
     events: [AtomicU64; Event::KINDS.len()],
     /// LLM latency by purpose (index in `Purpose::ALL`).
@@ -197,7 +207,11 @@ impl Metrics {
                     report.tokens_before.saturating_sub(report.tokens_after),
                     Ordering::Relaxed,
                 );
+                if let Some(g) = report.grounding {
+                    self.grounded(0, g);
+                }
             }
+            Event::ConsolidationCompleted { grounding, .. } => self.grounded(1, *grounding),
             Event::CompactionSkipped { trigger, .. } => {
                 m.compactions[trigger_index(*trigger)][1].fetch_add(1, Ordering::Relaxed);
             }
@@ -208,6 +222,14 @@ impl Metrics {
                 m.agent_errors.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
+        }
+    }
+
+    /// Counts what the grounding check did with one source's items.
+    fn grounded(&self, source: usize, g: somna_core::GroundingCounts) {
+        let row = &self.inner.grounded[source];
+        for (i, n) in [g.kept, g.repaired, g.dropped].into_iter().enumerate() {
+            row[i].fetch_add(u64::from(n), Ordering::Relaxed);
         }
     }
 
@@ -390,6 +412,23 @@ impl Metrics {
             &[],
             load(&m.tokens_saved),
         );
+
+        header(
+            w,
+            "somna_grounded_items_total",
+            "counter",
+            "Items models wrote into memory, by what wrote them and what the grounding check did.",
+        );
+        for (si, source) in GROUNDED_SOURCES.iter().enumerate() {
+            for (oi, outcome) in GROUNDED_OUTCOMES.iter().enumerate() {
+                sample(
+                    w,
+                    "somna_grounded_items_total",
+                    &[("source", source), ("outcome", outcome)],
+                    load(&m.grounded[si][oi]),
+                );
+            }
+        }
 
         header(
             w,
@@ -739,6 +778,11 @@ mod tests {
             generation: 1,
             fallback_reason: None,
             warning: None,
+            grounding: Some(somna_core::GroundingCounts {
+                kept: 5,
+                repaired: 1,
+                dropped: 2,
+            }),
         }
     }
 
@@ -757,6 +801,17 @@ mod tests {
             agent: agent(),
             trigger: Trigger::Sleep,
             reason: "x".into(),
+        });
+        metrics.observe_event(&Event::ConsolidationCompleted {
+            agent: agent(),
+            entries: 4,
+            facts: 2,
+            reflections: 1,
+            grounding: somna_core::GroundingCounts {
+                kept: 2,
+                repaired: 1,
+                dropped: 3,
+            },
         });
         metrics.observe_event(&Event::Error {
             agent: agent(),

@@ -16,7 +16,15 @@ impl Store {
     /// Ends a sleep: logs its `Sleep` event and advances the durable schedule to `next` in one
     /// transaction, so a due time is either served and recorded or neither. Returns the seq.
     pub fn finish_sleep(&self, id: &AgentId, event: EventRecord, next: Timestamp) -> Result<u64> {
-        self.log_with(id, &event, |r| r.next_sleep_at = Some(next))
+        self.log_with(id, &event, |r| {
+            r.next_sleep_at = Some(next);
+            if let EventRecord::Sleep {
+                grounding: Some(g), ..
+            } = &event
+            {
+                r.grounding.add(*g);
+            }
+        })
     }
 
     /// Logs `event` and applies `change` to the agent's record, in one transaction.

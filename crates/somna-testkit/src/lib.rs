@@ -14,6 +14,6 @@ pub mod stub;
 pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
 pub use skip::{SKIP_LOG_ENV, skip};
 pub use stub::{
-    CacheReport, Embeddings, RecordedRequest, Reply, ResponseFormats, StubLlmServer, UsageReport,
-    hashed_embedding,
+    CacheReport, Embeddings, INVENTED, RecordedRequest, Reply, ResponseFormats, StubLlmServer,
+    UsageReport, hashed_embedding, inventing_reply,
 };

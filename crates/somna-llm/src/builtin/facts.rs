@@ -6,6 +6,7 @@ use somna_core::Role;
 
 use super::extractive::FACT_CUES;
 use super::text::{self, EntityCounter};
+use crate::grounding::cite;
 use crate::transcript::Turn;
 
 /// Sentences scoring at least this much are extracted as facts.
@@ -161,7 +162,8 @@ pub fn extract_facts(turns: &[Turn]) -> Vec<(String, u8)> {
             if out.iter().any(|(_, _, w)| text::jaccard(w, &words) >= 0.6) {
                 continue;
             }
-            out.push((format!("{}: {sentence}", turn.speaker()), importance, words));
+            let fact = cite::with_marker(&format!("{}: {sentence}", turn.speaker()), &[turn.seq]);
+            out.push((fact, importance, words));
         }
     }
     out.into_iter()
@@ -169,12 +171,13 @@ pub fn extract_facts(turns: &[Turn]) -> Vec<(String, u8)> {
         .collect()
 }
 
-/// Durable facts from journal entries: their sentences that score at least
-/// [`CONSOLIDATE_MIN_IMPORTANCE`], without near-duplicates, in the entries' order.
-pub fn consolidate(entries: &[String]) -> Vec<String> {
+/// Durable facts from journal entries (with their ids, when listed with one): their sentences
+/// that score at least [`CONSOLIDATE_MIN_IMPORTANCE`], without near-duplicates, in the entries'
+/// order, each citing its entry (`fact [#id]`).
+pub fn consolidate(entries: &[(Option<u64>, String)]) -> Vec<String> {
     let mut out: Vec<(String, BTreeSet<String>)> = Vec::new();
-    for entry in entries {
-        for sentence in text::sentences(strip_importance(entry)) {
+    for (id, entry) in entries {
+        for sentence in text::sentences(&cite::strip_all(strip_importance(entry))) {
             if score_importance(&sentence) < CONSOLIDATE_MIN_IMPORTANCE {
                 continue;
             }
@@ -182,7 +185,8 @@ pub fn consolidate(entries: &[String]) -> Vec<String> {
             if out.iter().any(|(_, w)| text::jaccard(w, &words) >= 0.6) {
                 continue;
             }
-            out.push((sentence, words));
+            let ids: Vec<u64> = id.iter().copied().collect();
+            out.push((cite::with_marker(&sentence, &ids), words));
         }
     }
     out.into_iter().map(|(s, _)| s).collect()
@@ -190,26 +194,28 @@ pub fn consolidate(entries: &[String]) -> Vec<String> {
 
 /// A short reflection over journal entries: who and what they keep coming back to, and the entry that
 /// matters most.
-pub fn reflect(entries: &[String]) -> String {
-    let entries: Vec<&str> = entries
+/// The reflection cites the entries it names people from and the one it quotes (`[#id]`, when
+/// they were listed with ids).
+pub fn reflect(entries: &[(Option<u64>, String)]) -> String {
+    let entries: Vec<(Option<u64>, String)> = entries
         .iter()
-        .map(|e| strip_importance(e).trim())
-        .filter(|e| !e.is_empty())
+        .map(|(id, e)| (*id, cite::strip_all(strip_importance(e)).trim().to_string()))
+        .filter(|(_, e)| !e.is_empty())
         .collect();
-    let Some(top) = entries
+    let Some((top_id, top)) = entries
         .iter()
         .enumerate()
         .max_by(|a, b| {
-            score_importance(a.1)
-                .cmp(&score_importance(b.1))
+            score_importance(&a.1.1)
+                .cmp(&score_importance(&b.1.1))
                 .then(b.0.cmp(&a.0))
         })
-        .map(|(_, e)| *e)
+        .map(|(_, e)| e.clone())
     else {
         return "Reflection: nothing notable happened.".to_string();
     };
     let mut counter = EntityCounter::default();
-    for e in &entries {
+    for (_, e) in &entries {
         for s in text::sentences(e) {
             counter.add_sentence(&s);
         }
@@ -220,12 +226,25 @@ pub fn reflect(entries: &[String]) -> String {
         .take(2)
         .map(|(n, _)| n)
         .collect();
+    let mut cites: Vec<u64> = top_id.into_iter().collect();
+    for name in &names {
+        let first = entries
+            .iter()
+            .find(|(_, e)| text::contains_phrase(e, name))
+            .and_then(|(id, _)| *id);
+        if let Some(id) = first.filter(|id| !cites.contains(id)) {
+            cites.push(id);
+        }
+    }
     let about = match names.as_slice() {
         [] => String::new(),
         [one] => format!("Lately much has revolved around {one}. "),
         [one, two, ..] => format!("Lately much has revolved around {one} and {two}. "),
     };
-    format!("Reflection: {about}What matters most: {top}")
+    cite::with_marker(
+        &format!("Reflection: {about}What matters most: {top}"),
+        &cites,
+    )
 }
 
 /// Drops a leading `- ` bullet and a `[importance N]` or `(N)` tag.
@@ -283,8 +302,8 @@ mod tests {
         assert_eq!(
             texts,
             vec![
-                "Mara: My name is Mara Fenwick.",
-                "assistant: We decided the festival is on the 14th at the Old Mill."
+                "Mara: My name is Mara Fenwick. [#1]",
+                "assistant: We decided the festival is on the 14th at the Old Mill. [#2]"
             ]
         );
         assert!(facts.iter().all(|(_, i)| *i >= EXTRACT_MIN_IMPORTANCE));
@@ -293,16 +312,22 @@ mod tests {
     #[test]
     fn consolidates_and_reflects() {
         let entries = vec![
-            "[importance 7] Mara is allergic to walnuts.".to_string(),
-            "- Mara is allergic to walnuts!".to_string(),
-            "ok".to_string(),
-            "Tobin needs to repair Thornwick Bridge before the festival.".to_string(),
+            (
+                Some(1),
+                "[importance 7] Mara is allergic to walnuts.".to_string(),
+            ),
+            (Some(2), "- Mara is allergic to walnuts!".to_string()),
+            (None, "ok".to_string()),
+            (
+                Some(4),
+                "Tobin needs to repair Thornwick Bridge before the festival. [#12]".to_string(),
+            ),
         ];
         assert_eq!(
             consolidate(&entries),
             vec![
-                "Mara is allergic to walnuts.",
-                "Tobin needs to repair Thornwick Bridge before the festival."
+                "Mara is allergic to walnuts. [#1]",
+                "Tobin needs to repair Thornwick Bridge before the festival. [#4]"
             ]
         );
         let r = reflect(&entries);
@@ -311,6 +336,7 @@ mod tests {
             "{r}"
         );
         assert!(r.contains("Mara"), "{r}");
+        assert!(r.ends_with("[#1, #4]"), "{r}");
         assert_eq!(reflect(&[]), "Reflection: nothing notable happened.");
     }
 }

@@ -257,13 +257,13 @@ fn turn_of(seq: u64, m: &ChatMessage, content: String) -> Turn {
 
 /// Journal entries of a consolidation or reflection request: the entries listed in the last user
 /// message, as [`prompts::consolidate_request`] and [`prompts::reflect_request`] list them.
-fn entries_of(request: &ChatRequest) -> Vec<String> {
+fn entries_of(request: &ChatRequest) -> Vec<(Option<u64>, String)> {
     request
         .messages
         .iter()
         .rev()
         .find(|m| m.role == Role::User)
-        .map(|m| prompts::entries_of_listing(&m.content))
+        .map(|m| prompts::listed_entries(&m.content))
         .unwrap_or_default()
 }
 

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::{DATA_NOTICE, request};
 use crate::builtin::extractive::{NONE, Section, StructuredSummary};
+use crate::grounding::cite;
 use crate::transcript::{self, InJson, JsonStrings};
 use crate::types::{ChatMessage, ChatRequest, Purpose};
 
@@ -28,11 +29,13 @@ pub fn structured_summary_instructions(caps: &SectionCaps, max_tokens: u32) -> S
 
 /// How a plain answer is laid out.
 const PLAIN_FORMAT: &str = "Write each section as its ## heading followed by its notes, one per line \
-starting with \"- \" (or (none)), and nothing else.";
+starting with \"- \" and ending with the turns it rests on, like [#12] or [#12, #15] (or (none)), \
+and nothing else.";
 
 /// How a structured answer is laid out.
 const JSON_FORMAT: &str = "Answer with one JSON object whose keys are topic_arc, decisions, pending, \
-user_facts and artifacts, each a list of notes (an empty list when there is nothing to note).";
+user_facts and artifacts, each a list of notes (an empty list when there is nothing to note); each \
+note is an object {\"note\": the note, \"sources\": the numbers of the turns it rests on}.";
 
 /// The instructions with their caps and the answer's layout. They ask for notes in the model's
 /// own words and name what not to copy: small models otherwise echo the transcript's lines and
@@ -47,21 +50,29 @@ write its [#n role] headers, and do not retell it turn by turn. The notes go in 
 ## Pending (at most {} tokens): open tasks, promises and unanswered questions.\n\
 ## User facts (at most {} tokens): lasting facts about the people (names, roles, preferences, situations).\n\
 ## Artifacts (at most {} tokens): items, places, files, numbers and identifiers mentioned.\n\
-Names, numbers and dates must be exact. When the turn headers carry dates, start each note about \
+Every note cites the turns it rests on by their numbers (the n of [#n ...]); a note kept from an \
+earlier summary keeps its numbers. Names, numbers and dates must be exact and must appear in the \
+turns the note cites: a note with a value its turns do not hold is not kept. When the turn headers carry dates, start each note about \
 something that happened on a day with that day, like [2026-11-24]. If the transcript begins with an earlier [CONTEXT SUMMARY], \
 fold it in: keep what still matters, drop what was resolved. At most {} tokens in all. {layout}",
         caps.topic_arc, caps.decisions, caps.pending, caps.user_facts, caps.artifacts, max_tokens
     )
 }
 
-/// The summary instructions an agent's config asks for: `compact_prompt`, or the default.
+/// The summary instructions an agent's config asks for: `compact_prompt` (with [`CITE_NOTE`]),
+/// or the default.
 pub fn summary_instructions(cfg: &CompactionConfig) -> String {
     if cfg.compact_prompt.trim().is_empty() {
         default_summary_instructions(&cfg.section_caps(), cfg.summary_cap())
     } else {
-        cfg.compact_prompt.clone()
+        format!("{}\n{CITE_NOTE}", cfg.compact_prompt.trim_end())
     }
 }
+
+/// What a custom `compact_prompt` is sent with: every line of a summary is checked against the
+/// turns it cites before it is committed, so it must cite them.
+pub const CITE_NOTE: &str = "End each line with the numbers of the turns it rests on, like [#12] \
+or [#12, #15]; names, numbers and dates must be those of the cited turns.";
 
 /// What turns summary instructions into merge instructions.
 const MERGE_NOTE: &str = "The input is several partial summaries of consecutive parts of one \
@@ -106,7 +117,7 @@ pub fn summary_schema(caps: &SectionCaps) -> serde_json::Value {
             key.to_string(),
             json!({
                 "type": "array",
-                "items": {"type": "string"},
+                "items": cited_item_schema("note"),
                 "maxItems": (cap / TOKENS_PER_NOTE).clamp(1, MAX_NOTES),
                 "description": format!("{} (at most {cap} tokens)", section.title()),
             }),
@@ -116,6 +127,19 @@ pub fn summary_schema(caps: &SectionCaps) -> serde_json::Value {
         "type": "object",
         "properties": properties,
         "required": SECTION_KEYS,
+        "additionalProperties": false,
+    })
+}
+
+/// The schema of one cited item: `{"<key>": string, "sources": [integer]}`.
+pub(super) fn cited_item_schema(key: &str) -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            key: {"type": "string"},
+            "sources": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": [key, "sources"],
         "additionalProperties": false,
     })
 }
@@ -136,7 +160,15 @@ pub fn read_summary(text: &str) -> String {
 pub fn summary_json(summary: &StructuredSummary) -> String {
     let mut object = serde_json::Map::new();
     for (section, key) in Section::ALL.into_iter().zip(SECTION_KEYS) {
-        object.insert(key.to_string(), json!(summary.items(section)));
+        let items: Vec<serde_json::Value> = summary
+            .items(section)
+            .iter()
+            .map(|item| {
+                let (note, sources) = cite::split(item);
+                json!({"note": note, "sources": sources})
+            })
+            .collect();
+        object.insert(key.to_string(), serde_json::Value::Array(items));
     }
     serde_json::Value::Object(object).to_string()
 }
@@ -163,8 +195,9 @@ fn summary_of_json(text: &str) -> Option<StructuredSummary> {
     found.then_some(summary)
 }
 
-/// The notes of a JSON value: the strings (and numbers) of a list, or the lines of one string;
-/// each on one line, without a leading bullet; empty notes and `(none)` dropped.
+/// The notes of a JSON value: the strings (and numbers) of a list, its cited items (`{"note":
+/// …, "sources": [12, 15]}` written as `note [#12, #15]`), or the lines of one string; each on one
+/// line, without a leading bullet; empty notes and `(none)` dropped.
 pub(super) fn json_notes(value: &serde_json::Value) -> Vec<String> {
     let raw: Vec<String> = match value {
         serde_json::Value::Array(items) => items
@@ -172,6 +205,7 @@ pub(super) fn json_notes(value: &serde_json::Value) -> Vec<String> {
             .filter_map(|item| match item {
                 serde_json::Value::String(s) => Some(s.clone()),
                 serde_json::Value::Number(n) => Some(n.to_string()),
+                serde_json::Value::Object(o) => cited_note(o),
                 _ => None,
             })
             .collect(),
@@ -190,6 +224,33 @@ pub(super) fn json_notes(value: &serde_json::Value) -> Vec<String> {
         })
         .filter(|note| !note.is_empty() && note != NONE)
         .collect()
+}
+
+/// A cited item of a structured answer as one line: its text (the first string among `note`,
+/// `fact`, `insight`, `text`, `content`) and a marker of its `sources` (numbers, or strings like
+/// `"#12"`).
+fn cited_note(item: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let text = ["note", "fact", "insight", "text", "content"]
+        .iter()
+        .find_map(|k| item.get(*k).and_then(serde_json::Value::as_str))?;
+    let sources: Vec<u64> = match item.get("sources") {
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .filter_map(|v| match v {
+                serde_json::Value::Number(n) => n.as_u64(),
+                serde_json::Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (text, mut cites) = cite::split(text);
+    for s in sources {
+        if !cites.contains(&s) {
+            cites.push(s);
+        }
+    }
+    Some(cite::with_marker(&text, &cites))
 }
 
 /// The JSON object in an answer: the whole text, or what lies between its first `{` and its last
@@ -334,7 +395,7 @@ pub fn summary_shape_problem(text: &str, cfg: &CompactionConfig) -> Option<Strin
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let copied = lines
         .iter()
-        .filter(|l| l.trim_start().trim_start_matches("- ").starts_with("[#"))
+        .filter(|l| is_turn_header(l.trim_start().trim_start_matches("- ")))
         .count();
     if !lines.is_empty() && copied * 2 > lines.len() {
         return Some(format!(
@@ -357,6 +418,21 @@ pub fn summary_shape_problem(text: &str, cfg: &CompactionConfig) -> Option<Strin
         }
     }
     None
+}
+
+/// True when `line` starts like a transcript turn header, `[#12 user …` (a note that only starts
+/// with its citation, `[#12] …`, is not one).
+fn is_turn_header(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("[#") else {
+        return false;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let Some(word) = rest.strip_prefix(' ') else {
+        return false;
+    };
+    ["user", "assistant", "tool", "system", "call"]
+        .iter()
+        .any(|role| word.starts_with(role))
 }
 
 /// Reads the section caps back from summary instructions (any heading line `## <Section> (at most
@@ -452,12 +528,15 @@ mod tests {
             ..CompactionConfig::default()
         };
         let r = summary_request("m", &custom, &messages);
-        assert_eq!(r.messages[0].content, format!("Be brief.\n\n{DATA_NOTICE}"));
+        assert_eq!(
+            r.messages[0].content,
+            format!("Be brief.\n{CITE_NOTE}\n\n{DATA_NOTICE}")
+        );
         let merge = merge_request("m", &custom, &["a".into(), "b".into()]);
         assert!(
             merge.messages[0]
                 .content
-                .starts_with("Be brief.\nThe input is several")
+                .starts_with(&format!("Be brief.\n{CITE_NOTE}\nThe input is several"))
         );
         assert_eq!(
             merge.messages[1].content,

@@ -295,8 +295,7 @@ async fn extraction_consolidation_scores_and_reflections() {
         .chat(prompts::consolidate_request("npc", &entries))
         .await
         .unwrap();
-    let prompts::Consolidation::Facts(facts) =
-        prompts::parse_consolidation(&consolidated.text, &[1, 2, 3, 4])
+    let prompts::Consolidation::Facts(facts) = prompts::parse_consolidation(&consolidated.text)
     else {
         panic!("{}", consolidated.text)
     };

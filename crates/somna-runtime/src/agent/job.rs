@@ -7,7 +7,7 @@ use somna_core::message::Message;
 use somna_core::record::Trigger;
 use somna_core::tokens::{Calibration, Observation, TokenCounter};
 use somna_core::usage::{Usage, calibration_factor};
-use somna_core::{AgentId, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_core::{AgentId, GroundingCounts, JournalEntry, SourceType, Timestamp, ToolCall};
 use somna_llm::prompts;
 use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
 use somna_store::StoreError;
@@ -146,6 +146,8 @@ pub struct JobOutcome {
     pub chat_usage: ChatUsage,
     /// Archived messages a sleep embedded (semantic retrieval).
     pub embedded: usize,
+    /// What the grounding check did with a sleep's consolidated facts and reflections.
+    pub grounding: GroundingCounts,
 }
 
 impl Job {

@@ -652,6 +652,9 @@ impl Agent {
             config: self.config.clone(),
             reply_owed: self.reply_owed,
             chat_usage: self.chat_usage,
+            grounding: record
+                .as_ref()
+                .map_or_else(Default::default, |r| r.grounding),
         })
     }
 }

@@ -123,6 +123,10 @@ pub struct AgentStatus {
     /// prompts its cache served (the cache-stable layout and `llm.cache_hint` are for this).
     #[serde(default)]
     pub chat_usage: ChatUsage,
+    /// What the grounding check did with every item models wrote into this agent's memory
+    /// (summary items, extracted and consolidated facts, reflections), since it was created.
+    #[serde(default)]
+    pub grounding: somna_core::GroundingCounts,
 }
 
 /// Prompt tokens a server reported for chat calls, and how many of them it served from its

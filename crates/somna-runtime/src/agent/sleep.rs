@@ -3,6 +3,8 @@
 
 use somna_core::record::Trigger;
 use somna_core::{EventRecord, Fact, JournalEntry, JournalQuery, SourceType};
+use somna_llm::builtin;
+use somna_llm::grounding::{self, Grounder};
 use somna_llm::prompts::{self, Consolidation};
 
 use super::job::{JobContext, JobError, JobOutcome, SleepFailure};
@@ -29,7 +31,7 @@ impl JobContext {
             .agent(&self.id)?
             .and_then(|r| r.next_sleep_at);
         let mut failures = Vec::new();
-        let (entries, facts) = self.consolidate().await.unwrap_or_else(|e| {
+        let (entries, facts) = self.consolidate(out).await.unwrap_or_else(|e| {
             failures.push(SleepFailure::Consolidation(e));
             (0, 0)
         });
@@ -42,6 +44,7 @@ impl JobContext {
             entries,
             facts,
             reflections,
+            grounding: out.grounding,
         });
         if let Err(e) = self.compact(Trigger::Sleep, out).await {
             failures.push(SleepFailure::Compaction(e));
@@ -78,6 +81,7 @@ impl JobContext {
             entries: u32::try_from(entries).unwrap_or(u32::MAX),
             facts: u32::try_from(facts).unwrap_or(u32::MAX),
             reflections: u32::try_from(reflections).unwrap_or(u32::MAX),
+            grounding: (out.grounding.total() > 0).then_some(out.grounding),
             failures: failures.iter().map(ToString::to_string).collect(),
         };
         if let Err(e) = self.deps.store.finish_sleep(&self.id, record, next) {
@@ -96,8 +100,10 @@ impl JobContext {
     /// Distills unconsolidated journal entries into memory facts with provenance. Entries are
     /// marked consolidated only when the reply lists facts or says [`NO_FACTS`](super::NO_FACTS)
     /// outright; an LLM error or a reply with neither leaves them for the next sleep and is an
-    /// error.
-    async fn consolidate(&self) -> Result<(usize, usize), JobError> {
+    /// error. Every fact is checked against the entries it cites before it is committed
+    /// ([`grounding`]); when none holds up, the builtin consolidation (which quotes the entries)
+    /// takes their place.
+    async fn consolidate(&self, out: &mut JobOutcome) -> Result<(usize, usize), JobError> {
         let store = &self.deps.store;
         let mut entries = store.unconsolidated(&self.id, self.config.memory.min_importance)?;
         entries.truncate(CONSOLIDATION_BATCH);
@@ -113,11 +119,8 @@ impl JobContext {
             .await
             .map_err(JobError::ConsolidationLlm)?;
         let now = self.now();
-        let facts: Vec<Fact> = match prompts::parse_consolidation(&reply.text, &all_ids) {
-            Consolidation::Facts(facts) => facts
-                .into_iter()
-                .map(|f| Fact::new(now, f.text, f.sources))
-                .collect(),
+        let cited: Vec<String> = match prompts::parse_consolidation(&reply.text) {
+            Consolidation::Facts(facts) => facts.iter().map(|f| f.cited()).collect(),
             Consolidation::Nothing => Vec::new(),
             Consolidation::Unreadable => {
                 return Err(JobError::UnreadableConsolidation {
@@ -126,9 +129,42 @@ impl JobContext {
                 });
             }
         };
+        let grounder = self.entry_grounder(&entries);
+        let (mut checked, counts, examples) =
+            grounding::ground_lines(cited.iter().map(String::as_str), &grounder);
+        out.grounding.add(counts);
+        if counts.kept < counts.total() {
+            tracing::info!(agent = %self.id, %counts, examples = %examples.join("; "), "consolidated facts failed the grounding check");
+        }
+        if counts.total() > 0 && counts.committed() == 0 {
+            let listed: Vec<(Option<u64>, String)> = entries
+                .iter()
+                .map(|e| (Some(e.id), e.content.clone()))
+                .collect();
+            let quotes = builtin::consolidate(&listed);
+            let (fallback, counts, _) =
+                grounding::ground_lines(quotes.iter().map(String::as_str), &grounder);
+            tracing::warn!(agent = %self.id, "no consolidated fact held up against its entries; the builtin consolidation quotes them instead");
+            out.grounding.add(counts);
+            checked = fallback;
+        }
+        let facts: Vec<Fact> = checked
+            .into_iter()
+            .map(|c| Fact {
+                source_seqs: c.turns,
+                ..Fact::new(now, c.text, c.cites)
+            })
+            .collect();
         let n = facts.len();
         store.consolidate(&self.id, facts, &all_ids)?;
         Ok((entries.len(), n))
+    }
+
+    /// What a fact or a reflection over `entries` may cite: the entries, and the persona's names.
+    fn entry_grounder(&self, entries: &[JournalEntry]) -> Grounder {
+        let names = grounding::names_in(&self.config.persona);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Grounder::from_entries(entries, &names)
     }
 
     /// Writes a reflection when enough importance has accumulated since the last one: at most
@@ -152,19 +188,30 @@ impl JobContext {
             prompts::reflect_request(&self.config.model, &self.config.persona, &oldest_first);
         let text = self.deps.llm.chat(request).await?.text;
         let lines = prompts::parse_reflection(&text);
-        for line in &lines {
+        // Checked against the entries they cite, like facts.
+        let grounder = self.entry_grounder(&oldest_first);
+        let (checked, counts, examples) =
+            grounding::ground_lines(lines.iter().map(String::as_str), &grounder);
+        out.grounding.add(counts);
+        if counts.kept < counts.total() {
+            tracing::info!(agent = %self.id, %counts, examples = %examples.join("; "), "reflections failed the grounding check");
+        }
+        for c in &checked {
             store.append_journal(
                 &self.id,
                 JournalEntry::new(
                     self.now(),
                     SourceType::Reflection,
                     REFLECTION_IMPORTANCE,
-                    line.as_str(),
+                    c.text.as_str(),
                 )
-                .with_tags(["reflection"]),
+                .with_tags(["reflection"])
+                .citing_entries(c.cites.clone()),
             )?;
         }
+        // A reflection was attempted: whether or not a line held up, the importance that asked
+        // for it is spent.
         out.reflected = !lines.is_empty();
-        Ok(lines.len())
+        Ok(checked.len())
     }
 }

@@ -1,6 +1,7 @@
 //! Committing a summary: the summary message over the plan's body, the stall guard, the
 //! pre-compaction extraction into the journal, and the one-transaction commit with its report.
 
+use somna_core::GroundingCounts;
 use somna_core::compaction::{Plan, prompt};
 use somna_core::config::Scorer;
 use somna_core::message::{Message, MessageKind, Role, SummaryMeta};
@@ -9,10 +10,12 @@ use somna_core::tokens::TokenCounter;
 use somna_core::usage::Usage;
 use somna_core::{JournalEntry, SourceType};
 use somna_llm::builtin;
+use somna_llm::grounding::{self, Checked, cite};
 use somna_llm::prompts::{self, MAX_EXTRACTED_FACTS};
 use somna_llm::transcript::Turn;
 use somna_store::{CommitOutcome, CompactionCommit};
 
+use super::summarize::{Summary, body_grounder};
 use super::{CompactError, CompactRequest, CompactionReport, Compactor, STALL_REDUCTION_PCT};
 
 /// The outcome of trying to commit one summary.
@@ -31,10 +34,14 @@ impl Compactor {
         plan: &Plan,
         history: &[Message],
         counter: &TokenCounter,
-        text: String,
+        summary: Summary,
         method: CompactionMethod,
         fallback_reason: Option<String>,
     ) -> Result<Committed, CompactError> {
+        let Summary {
+            text,
+            grounding: summary_grounding,
+        } = summary;
         let body = plan.body(history);
         let (Some(first), Some(last)) = (body.first(), body.last()) else {
             return Ok(Committed::Conflict("empty body".into()));
@@ -45,7 +52,11 @@ impl Compactor {
         let covers_through = last.summary().map_or(last.seq, |s| s.covers_through_seq);
         let mut summary = Message::new(Role::System, prompt::summary_content(&text)).at(req.now);
         summary.seq = first.seq;
-        summary.tokens = counter.count_message(&summary);
+        // Counted as the chat prompt shows it: without the items' citations (crate::prompt).
+        summary.tokens = counter.count_message(&Message::new(
+            Role::System,
+            cite::strip_all(&summary.content),
+        ));
         summary.kind = MessageKind::Summary(SummaryMeta {
             covers_from_seq: covers_from,
             covers_through_seq: covers_through,
@@ -75,17 +86,25 @@ impl Compactor {
             covers_from,
             covers_through,
         )];
+        let (facts, extraction_grounding) = self.extract(req, plan, history, counter).await;
         journal.extend(
-            self.extract(req, plan, history, counter)
-                .await
+            facts
                 .into_iter()
                 .take(MAX_EXTRACTED_FACTS)
                 .map(|(fact, importance)| {
-                    JournalEntry::new(req.now, SourceType::Extraction, importance, fact)
+                    JournalEntry::new(req.now, SourceType::Extraction, importance, fact.text)
                         .with_tags(["extraction"])
                         .covering(covers_from, covers_through)
+                        .citing_turns(fact.cites)
                 }),
         );
+        // What the check did with everything this compaction writes: the summary's items and the
+        // extracted facts. An archive marker is written by Somna, not by a model.
+        let grounding = (method != CompactionMethod::ArchiveMarker).then(|| {
+            let mut all = summary_grounding;
+            all.add(extraction_grounding);
+            all
+        });
         let record = CompactionRecord {
             at: req.now,
             trigger: req.trigger,
@@ -98,6 +117,7 @@ impl Compactor {
             tokens_after,
             synthesis_entry: None,
             generation: plan.generation,
+            grounding,
         };
         let commit = CompactionCommit {
             covered: body.to_vec(),
@@ -147,6 +167,7 @@ summaries of summaries may lose accuracy"
                     generation: plan.generation,
                     fallback_reason,
                     warning,
+                    grounding,
                     ..CompactionReport::new(
                         req.trigger,
                         method,
@@ -159,36 +180,47 @@ summaries of summaries may lose accuracy"
         }
     }
 
-    /// Pre-compaction extraction: the body's notable facts, kept in the journal.
+    /// Pre-compaction extraction: the body's notable facts, each checked against the turns it
+    /// cites before it is kept in the journal ([`grounding`]), with what the check did.
     async fn extract(
         &self,
         req: &CompactRequest<'_>,
         plan: &Plan,
         history: &[Message],
         counter: &TokenCounter,
-    ) -> Vec<(String, u8)> {
+    ) -> (Vec<(Checked, u8)>, GroundingCounts) {
         let view = plan.summarizer_view(history, counter);
         let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
         let heuristic = || builtin::extract_facts(&turns);
-        if req.config.compaction.extraction != Scorer::Llm {
-            return heuristic();
-        }
-        let request = prompts::extract_request(&req.config.model, &view);
-        match self.llm.chat(request).await {
-            Ok(r) => {
-                let facts: Vec<(String, u8)> = prompts::parse_extraction(&r.text)
-                    .into_iter()
-                    .map(|fact| {
-                        let importance = builtin::score_importance(&fact);
-                        (fact, importance)
-                    })
-                    .collect();
-                if facts.is_empty() { heuristic() } else { facts }
+        let facts = if req.config.compaction.extraction != Scorer::Llm {
+            heuristic()
+        } else {
+            let request = prompts::extract_request(&req.config.model, &view);
+            match self.llm.chat(request).await {
+                Ok(r) => {
+                    let facts: Vec<(String, u8)> = prompts::parse_extraction(&r.text)
+                        .into_iter()
+                        .map(|fact| {
+                            let importance = builtin::score_importance(&cite::strip(&fact));
+                            (fact, importance)
+                        })
+                        .collect();
+                    if facts.is_empty() { heuristic() } else { facts }
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %req.agent, error = %e, "LLM extraction failed; using the heuristic");
+                    heuristic()
+                }
             }
-            Err(e) => {
-                tracing::warn!(agent = %req.agent, error = %e, "LLM extraction failed; using the heuristic");
-                heuristic()
-            }
+        };
+        let grounder = body_grounder(plan, history, req.config);
+        let mut counts = GroundingCounts::default();
+        let mut kept = Vec::new();
+        for (fact, importance) in facts {
+            let (checked, one, _) = grounding::ground_lines([fact.as_str()], &grounder);
+            counts.add(one);
+            kept.extend(checked.into_iter().map(|c| (c, importance)));
         }
+        (kept, counts)
     }
 }

@@ -3,18 +3,19 @@
 //! only while usage is still at or above the threshold (a bounded ladder); the `events` tree
 //! records why and where it ended. [`Compactor::over_threshold`] says why a prompt is still over.
 
-use somna_core::AgentId;
 use somna_core::compaction::{MaskPolicy, PlanRequest, plan, plan_masking};
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, MessageKind};
 use somna_core::record::{CompactionMethod, EventRecord, Trigger};
 use somna_core::tokens::TokenCounter;
 use somna_core::usage::Usage;
+use somna_core::{AgentId, GroundingCounts};
 use somna_llm::builtin;
 use somna_llm::transcript::Turn;
 use somna_store::{CommitOutcome, Store};
 
 use super::commit::Committed;
+use super::summarize::Summary;
 use super::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
 
 impl Compactor {
@@ -98,19 +99,28 @@ impl Compactor {
                 break;
             };
             let body = plan.body(&history);
-            let text = match method {
+            let summary = match method {
                 CompactionMethod::Extractive => {
                     let view = plan.summarizer_view(&history, counter);
                     let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
-                    builtin::extractive::summarize(
+                    let text = builtin::extractive::summarize(
                         &turns,
                         &cfg.section_caps(),
                         cfg.summary_cap(),
                         &|s: &str| counter.count_text(s),
                     )
-                    .render()
+                    .render();
+                    // Its items quote their turns; checked all the same, and counted.
+                    let grounded = self.ground(&text, &plan, &history, req.config);
+                    Summary {
+                        text: grounded.text,
+                        grounding: grounded.counts,
+                    }
                 }
-                _ => archive_marker_text(body),
+                _ => Summary {
+                    text: archive_marker_text(body),
+                    grounding: GroundingCounts::default(),
+                },
             };
             match self
                 .commit_summary(
@@ -118,7 +128,7 @@ impl Compactor {
                     &plan,
                     &history,
                     counter,
-                    text,
+                    summary,
                     method,
                     Some(reason.clone()),
                 )

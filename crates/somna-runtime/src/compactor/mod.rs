@@ -134,14 +134,14 @@ impl Compactor {
 
         let summary = self.summarize(&plan, &history, req.config, &counter).await;
         let failure = match summary {
-            Ok(text) => {
+            Ok(summary) => {
                 match self
                     .commit_summary(
                         &req,
                         &plan,
                         &history,
                         &counter,
-                        text,
+                        summary,
                         CompactionMethod::Llm,
                         None,
                     )

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use somna_core::compaction::SkipReason;
 use somna_core::config::AgentConfig;
 use somna_core::record::{CompactionMethod, Trigger, reduction_pct};
-use somna_core::{AgentId, Timestamp};
+use somna_core::{AgentId, GroundingCounts, Timestamp};
 use somna_store::StoreError;
 
 /// What the engine needs to compact one agent.
@@ -60,6 +60,10 @@ pub struct CompactionReport {
     pub fallback_reason: Option<String>,
     /// Set past `warn_after_compactions`.
     pub warning: Option<String>,
+    /// What the grounding check did with the summary's items and the extracted facts (`None`
+    /// for masking and the archive marker, which no model wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<GroundingCounts>,
 }
 
 impl CompactionReport {
@@ -86,6 +90,7 @@ impl CompactionReport {
             generation: 0,
             fallback_reason: None,
             warning: None,
+            grounding: None,
         }
     }
 

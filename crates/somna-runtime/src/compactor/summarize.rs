@@ -2,12 +2,15 @@
 //! merged in bounded rounds, then validated (non-empty, shaped like the requested sections, smaller
 //! than the body, within its cap).
 
+use somna_core::GroundingCounts;
 use somna_core::compaction::Plan;
 use somna_core::config::{AgentConfig, CompactionConfig};
 use somna_core::message::Message;
 use somna_core::tokens::TokenCounter;
 use somna_llm::LlmError;
+use somna_llm::grounding::{self, GroundedSummary, Grounder};
 use somna_llm::prompts;
+use somna_llm::transcript::Turn;
 
 use super::Compactor;
 
@@ -17,6 +20,22 @@ const MERGE_FAN_IN: usize = 8;
 const MAX_MERGE_ROUNDS: usize = 4;
 /// Summaries may overshoot `summary_max_tokens` by this factor (tokenizers disagree slightly).
 const SUMMARY_CAP_SLACK: f64 = 1.10;
+
+/// A summary checked against its sources: the text to commit and what the check did.
+#[derive(Debug)]
+pub(super) struct Summary {
+    pub(super) text: String,
+    pub(super) grounding: GroundingCounts,
+}
+
+/// What the items written about `plan`'s body may cite: its turns (and the items of an earlier
+/// summary among them), and the names of the agent's persona.
+pub(super) fn body_grounder(plan: &Plan, history: &[Message], config: &AgentConfig) -> Grounder {
+    let turns: Vec<Turn> = plan.body(history).iter().map(Turn::from).collect();
+    let names = grounding::names_in(&config.persona);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Grounder::from_turns(&turns, &names)
+}
 
 /// Why an LLM summary could not be used.
 #[derive(Debug)]
@@ -42,7 +61,7 @@ impl Compactor {
         history: &[Message],
         config: &AgentConfig,
         counter: &TokenCounter,
-    ) -> Result<String, SummaryFailure> {
+    ) -> Result<Summary, SummaryFailure> {
         let cfg = &config.compaction;
         let model = if cfg.compact_model.is_empty() {
             config.model.clone()
@@ -82,8 +101,42 @@ impl Compactor {
             parts = merged;
         }
         let text = parts.pop().unwrap_or_default();
-        validate_summary(&text, plan, cfg, counter, server_tokens)?;
-        Ok(text)
+        let grounded = self.ground(&text, plan, history, config);
+        if grounded.counts.committed() == 0 && grounded.counts.total() > 0 {
+            return Err(SummaryFailure::Invalid(format!(
+                "none of its {} items holds up against the turns it cites ({})",
+                grounded.counts.total(),
+                grounded.examples.join("; ")
+            )));
+        }
+        // The server counted its answer; a repaired answer is another text.
+        let server_tokens = server_tokens.filter(|_| grounded.text == text);
+        validate_summary(&grounded.text, plan, cfg, counter, server_tokens)?;
+        Ok(Summary {
+            text: grounded.text,
+            grounding: grounded.counts,
+        })
+    }
+
+    /// Checks every item of a summary of `plan`'s body against the turns it cites
+    /// ([`grounding::ground_summary`]); what was repaired or dropped is logged.
+    pub(super) fn ground(
+        &self,
+        text: &str,
+        plan: &Plan,
+        history: &[Message],
+        config: &AgentConfig,
+    ) -> GroundedSummary {
+        let grounder = body_grounder(plan, history, config);
+        let grounded = grounding::ground_summary(text, &grounder);
+        if grounded.counts.kept < grounded.counts.total() {
+            tracing::info!(
+                counts = %grounded.counts,
+                examples = %grounded.examples.join("; "),
+                "summary items failed the grounding check"
+            );
+        }
+        grounded
     }
 
     /// Sends one summary or merge request: the answer's text (a JSON answer rendered to sections)

@@ -96,8 +96,11 @@ pub(crate) fn marks(events: &[LoggedEvent], window: u64) -> Vec<Marked> {
                     Some(frac(r.tokens_before)),
                     Some(frac(r.tokens_after)),
                     format!(
-                        "{} compaction: {} → {} tokens",
-                        r.trigger, r.tokens_before, r.tokens_after
+                        "{} compaction: {} → {} tokens{}",
+                        r.trigger,
+                        r.tokens_before,
+                        r.tokens_after,
+                        grounded(r.grounding)
                     ),
                 ),
                 EventRecord::Masking {
@@ -117,9 +120,14 @@ pub(crate) fn marks(events: &[LoggedEvent], window: u64) -> Vec<Marked> {
                     None,
                     format!("emergency fallback: {reason}"),
                 ),
-                EventRecord::Sleep { facts, .. } => {
-                    (Mark::Sleep, None, None, format!("sleep ({facts} facts)"))
-                }
+                EventRecord::Sleep {
+                    facts, grounding, ..
+                } => (
+                    Mark::Sleep,
+                    None,
+                    None,
+                    format!("sleep ({facts} facts){}", grounded(*grounding)),
+                ),
                 _ => return None,
             };
             Some(Marked {
@@ -222,6 +230,12 @@ pub(crate) fn svg(
     out
 }
 
+/// What the grounding check did, as a mark's label ends: `; items 12 kept, 1 repaired, 2 dropped`.
+fn grounded(g: Option<somna_core::GroundingCounts>) -> String {
+    g.filter(|g| g.total() > 0)
+        .map_or_else(String::new, |g| format!("; items {g}"))
+}
+
 #[cfg(test)]
 mod tests {
     use somna_core::{CompactionMethod, CompactionRecord};
@@ -256,6 +270,7 @@ mod tests {
                     entries: 0,
                     facts: 2,
                     reflections: 0,
+                    grounding: None,
                     failures: vec![],
                 },
             ),

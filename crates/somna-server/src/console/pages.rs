@@ -307,6 +307,10 @@ fn summary_markup(s: &AgentStatus) -> Markup {
             dt { "usage" } dd #agent-usage { (usage_bar(s)) " " (s.prompt_tokens) " of " (s.max_context_tokens) " tokens" }
             dt { "messages" } dd { (s.history_len) " live · " (s.archive_len) " archived" }
             dt { "compactions" } dd #agent-compactions { (s.compaction_count) }
+            dt { "memory items" } dd #agent-grounding {
+                (s.grounding.kept) " kept · " (s.grounding.repaired) " repaired · "
+                (s.grounding.dropped) " dropped"
+            }
             dt { "model" } dd { (s.config.model) }
         }
     }
@@ -500,6 +504,12 @@ pub(super) async fn facts(state: State, req: HttpRequest) -> Reply {
             @for (f, sources) in &rows {
                 li data-fact=(f.id) {
                     (f.text)
+                    @if !f.source_seqs.is_empty() {
+                        span.meta.turns data-turns=(f.source_seqs.iter().map(u64::to_string).collect::<Vec<_>>().join(",")) {
+                            " · from turns "
+                            (f.source_seqs.iter().map(|s| format!("#{s}")).collect::<Vec<_>>().join(", "))
+                        }
+                    }
                     ul.sources {
                         @for (entry, found) in sources {
                             li data-entry=(entry) {

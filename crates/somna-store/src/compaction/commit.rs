@@ -120,6 +120,9 @@ impl Store {
         next.archive_len += archived;
         next.last_compaction = Some(commit.record.at);
         next.compaction_count += 1;
+        if let Some(g) = commit.record.grounding {
+            next.grounding.add(g);
+        }
         writes.put_record(&next)?;
 
         if let Err(conflict) = self.apply(&writes)? {

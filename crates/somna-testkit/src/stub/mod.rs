@@ -16,6 +16,8 @@
 //! `response_format` like a server without structured output ([`ResponseFormats`]).
 //!
 //! - this file: [`StubLlmServer`], its settings and what it recorded.
+//! - `invent.rs`: [`inventing_reply`], a model that invents names, prices, IDs and dates on
+//!   purpose ([`StubLlmServer::set_inventing`]).
 //! - `reply.rs`: the vocabulary of a script: [`Reply`], [`UsageReport`], [`CacheReport`],
 //!   [`ResponseFormats`], [`RecordedRequest`].
 //! - `serve.rs`: the accept loop, one task per connection, routing, and the answer to each [`Reply`].
@@ -23,6 +25,7 @@
 //!   response.
 
 mod http;
+mod invent;
 mod reply;
 mod serve;
 
@@ -37,6 +40,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use invent::{INVENTED, inventing_reply};
 pub use reply::{CacheReport, RecordedRequest, Reply, ResponseFormats, UsageReport};
 use serve::serve;
 
@@ -235,6 +239,13 @@ impl StubLlmServer {
     ) -> &Self {
         *lock(&self.state.default) = DefaultReply::Computed(Arc::new(f));
         self
+    }
+
+    /// Answers every request the script does not as a model that invents on purpose
+    /// ([`inventing_reply`]): memory requests get well-formed answers whose items carry the
+    /// [`INVENTED`] values beside true ones.
+    pub fn set_inventing(&self) -> &Self {
+        self.set_default_fn(inventing_reply)
     }
 
     /// How `POST /v1/embeddings` answers from now on (by default [`Embeddings::Hashed`] of

@@ -12,6 +12,7 @@ use super::cues::{
 };
 use super::summary::{Section, StructuredSummary, day_of, restore_days};
 use crate::builtin::text::{self, EntityCounter};
+use crate::grounding::cite;
 use crate::transcript::Turn;
 
 /// Items longer than this many characters are cut at a clause boundary.
@@ -96,18 +97,26 @@ impl<'a> Input<'a> {
                 let earlier = StructuredSummary::parse(&turn.content);
                 for section in Section::ALL {
                     for item in &restore_days(earlier.items(section)) {
-                        if let Some(names) = item.strip_prefix(ALSO_MENTIONED) {
+                        // An item keeps what it cites; one that cites nothing (written before
+                        // items cited their turns) cites the summary it comes from.
+                        let (bare, cites) = cite::split(item);
+                        let cited = if cites.is_empty() {
+                            cite::with_marker(&bare, &[turn.seq])
+                        } else {
+                            item.clone()
+                        };
+                        if let Some(names) = bare.strip_prefix(ALSO_MENTIONED) {
                             for name in names.trim_end_matches('.').split(", ") {
                                 entities.add_known(name.trim(), 2);
                             }
                         } else {
-                            entities.add_sentence(item);
+                            entities.add_sentence(&bare);
                         }
                         if section == Section::Artifacts {
                             // An artifact that made it into a summary once keeps some weight.
-                            artifacts.entry(item.clone()).or_insert((0, ti)).0 += 2;
+                            artifacts.entry(bare.clone()).or_insert((0, ti)).0 += 2;
                         }
-                        prior.items_mut(section).push(item.clone());
+                        prior.items_mut(section).push(cited);
                     }
                 }
                 continue;
@@ -158,6 +167,30 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// The turns that first mention each of `names` (a sentence that names it, else an earlier
+    /// summary that does), in order, for a line that lists names.
+    pub(super) fn cites_of_names(&self, names: &[String]) -> Vec<u64> {
+        let mut cites = Vec::new();
+        for name in names {
+            let turn = self
+                .sentences
+                .iter()
+                .find(|s| text::contains_phrase(&s.text, name))
+                .map(|s| s.turn)
+                .or_else(|| {
+                    self.turns
+                        .iter()
+                        .position(|t| t.is_summary() && text::contains_phrase(&t.content, name))
+                });
+            if let Some(seq) = turn.map(|t| self.turns[t].seq) {
+                if !cites.contains(&seq) {
+                    cites.push(seq);
+                }
+            }
+        }
+        cites
+    }
+
     pub(super) fn is_recurring(&self, entity: &str) -> bool {
         self.recurring_set.contains(entity)
     }
@@ -193,11 +226,12 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// A candidate of the sentence at `index`: `text`, citing the sentence's turn.
     pub(super) fn candidate(&self, index: usize, text: String, score: f64) -> Candidate {
         let s = &self.sentences[index];
         Candidate {
             words: text::content_words(&s.text),
-            text,
+            text: cite::with_marker(&text, &[self.turns[s.turn].seq]),
             score,
             order: (1, s.turn, index),
             sentence: Some(index),
@@ -211,8 +245,10 @@ impl<'a> Input<'a> {
             .enumerate()
             .filter(|(_, item)| !item.starts_with(ALSO_MENTIONED))
             .map(|(i, item)| {
-                // Scored and compared without its day, which every item of that day shares.
-                let said = day_of(item).map_or(item.as_str(), |day| &item[day.len() + 3..]);
+                // Scored and compared without its day, which every item of that day shares, and
+                // without its citation.
+                let bare = cite::strip(item);
+                let said = day_of(&bare).map_or(bare.as_str(), |day| &bare[day.len() + 3..]);
                 let entity_score = text::entity_runs(said).len().min(3) as f64;
                 Candidate {
                     text: item.clone(),
@@ -317,7 +353,7 @@ impl<'a> Input<'a> {
                     0.0
                 };
                 Candidate {
-                    text: name.clone(),
+                    text: cite::with_marker(name, &[self.turns[*first].seq]),
                     score: 2.0 * f64::from(*mentions) + kind_bonus,
                     order: (1, *first, 0),
                     sentence: None,

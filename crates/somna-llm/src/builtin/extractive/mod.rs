@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use somna_core::config::SectionCaps;
 
 use super::text;
+use crate::grounding::cite;
 use crate::transcript::Turn;
 use cues::ALSO_MENTIONED;
 use input::{Candidate, Input};
@@ -238,7 +239,10 @@ impl Builder<'_> {
                 .cloned()
                 .unwrap_or_default();
             let line = |names: &[String]| Candidate {
-                text: format!("{ALSO_MENTIONED}{}.", names.join(", ")),
+                text: cite::with_marker(
+                    &format!("{ALSO_MENTIONED}{}.", names.join(", ")),
+                    &input.cites_of_names(names),
+                ),
                 score: f64::MAX,
                 order: (2, usize::MAX, 0),
                 sentence: None,
@@ -356,20 +360,20 @@ mod tests {
         let s = summarize(&turns, &SectionCaps::default(), 1500, &len4);
         assert_eq!(
             s.decisions,
-            vec!["assistant: We decided the fair is on the 14th at the Old Mill."]
+            vec!["assistant: We decided the fair is on the 14th at the Old Mill. [#2]"]
         );
         assert_eq!(
             s.pending,
             vec![
-                "Mara asked: Who owns the lot behind the Old Mill?",
-                "Mara: I still need to file permit_form_42.pdf before Friday."
+                "Mara asked: Who owns the lot behind the Old Mill? [#3]",
+                "Mara: I still need to file permit_form_42.pdf before Friday. [#5]"
             ]
         );
         assert_eq!(
             s.user_facts,
-            vec!["Mara: My name is Mara and I am allergic to walnuts."]
+            vec!["Mara: My name is Mara and I am allergic to walnuts. [#1]"]
         );
-        assert_eq!(s.artifacts, vec!["permit_form_42.pdf"]);
+        assert_eq!(s.artifacts, vec!["permit_form_42.pdf [#5]"]);
         assert!(
             s.topic_arc.iter().any(|t| t.contains("fine oven")),
             "{:?}",
@@ -402,14 +406,14 @@ mod tests {
         // A lasting fact about a person is true whatever day it was told: no day.
         assert_eq!(
             s.user_facts,
-            vec!["Mara: My name is Mara and I am allergic to walnuts."]
+            vec!["Mara: My name is Mara and I am allergic to walnuts. [#4]"]
         );
         assert_eq!(
             s.decisions,
             vec![
-                "[2023-05-08] Mara: We decided the fair is on the 14th at the Old Mill.",
-                "Mara: We agreed Tobin paints the sign for the Old Mill.",
-                "[2023-05-09] Mara: We settled on rye bread for the Old Mill stall.",
+                "[2023-05-08] Mara: We decided the fair is on the 14th at the Old Mill. [#1]",
+                "Mara: We agreed Tobin paints the sign for the Old Mill. [#2]",
+                "[2023-05-09] Mara: We settled on rye bread for the Old Mill stall. [#3]",
             ]
         );
         // Folded into the next summary, the undated item gets its day back and keeps it.
@@ -430,7 +434,7 @@ mod tests {
         assert_eq!(again.decisions[..3], s.decisions[..]);
         assert_eq!(
             again.decisions[3],
-            "Mara: We decided the well gets a new rope before winter."
+            "Mara: We decided the well gets a new rope before winter. [#9]"
         );
     }
 
@@ -482,12 +486,26 @@ mod tests {
             "Agreed, the Copper Kettle it is. I'll tell Tobin about the sign.",
         ));
         let s = summarize(&turns, &SectionCaps::default(), 1500, &len4);
-        assert_eq!(s.decisions[0], earlier.decisions[0]);
+        // Items written before items cited their turns cite the summary they come from.
+        let cited = |item: &String| format!("{item} [#1]");
+        assert_eq!(s.decisions[0], cited(&earlier.decisions[0]));
         assert!(s.decisions.iter().any(|d| d.contains("Copper Kettle")));
-        assert_eq!(s.pending[0], earlier.pending[0]);
-        assert_eq!(s.user_facts, earlier.user_facts);
-        assert_eq!(s.artifacts, earlier.artifacts);
-        assert_eq!(s.topic_arc[0], earlier.topic_arc[0]);
+        assert_eq!(s.pending[0], cited(&earlier.pending[0]));
+        assert_eq!(s.user_facts, vec![cited(&earlier.user_facts[0])]);
+        assert_eq!(s.artifacts, vec![cited(&earlier.artifacts[0])]);
+        assert_eq!(s.topic_arc[0], cited(&earlier.topic_arc[0]));
+        // Folded again, the items keep what they cite.
+        let again = summarize(
+            &[Turn::new(
+                7,
+                Role::Assistant,
+                format!("[CONTEXT SUMMARY]\n{}", s.render()),
+            )],
+            &SectionCaps::default(),
+            1500,
+            &len4,
+        );
+        assert_eq!(again.decisions, s.decisions);
     }
 
     #[test]
@@ -541,7 +559,7 @@ mod tests {
             ),
         ];
         let caps = SectionCaps {
-            topic_arc: 14,
+            topic_arc: 16,
             decisions: 0,
             pending: 0,
             user_facts: 0,

@@ -1,0 +1,153 @@
+//! Citation markers: `[#12]`, `[#12, #15]`, `[#12-14]` written at the end of an item (or anywhere
+//! in it), read back into the cited numbers, stripped and written again.
+
+/// Most numbers one range marker (`[#12-40]`) expands to; a longer range cites its ends only.
+const MAX_RANGE: u64 = 50;
+
+/// An item's text without its markers, and the numbers they cite (in order, deduplicated).
+pub fn split(item: &str) -> (String, Vec<u64>) {
+    let mut text = String::with_capacity(item.len());
+    let mut cites = Vec::new();
+    let mut rest = item;
+    while let Some(start) = rest.find(['[', '(']) {
+        let open = rest.as_bytes()[start];
+        let close = if open == b'[' { ']' } else { ')' };
+        let after = &rest[start + 1..];
+        let inner_end = after.find(close);
+        match inner_end.and_then(|end| marker_numbers(&after[..end])) {
+            Some(numbers) => {
+                text.push_str(&rest[..start]);
+                for n in numbers {
+                    if !cites.contains(&n) {
+                        cites.push(n);
+                    }
+                }
+                rest = &after[inner_end.unwrap_or(0) + 1..];
+            }
+            None => {
+                text.push_str(&rest[..=start]);
+                rest = after;
+            }
+        }
+    }
+    text.push_str(rest);
+    (tidy(&text), cites)
+}
+
+/// The item's text without its markers.
+pub fn strip(item: &str) -> String {
+    split(item).0
+}
+
+/// Every marker of `text` removed, line by line (a summary's or an entry's whole text).
+pub fn strip_all(text: &str) -> String {
+    text.lines().map(strip_line).collect::<Vec<_>>().join("\n")
+}
+
+/// One line without its markers, keeping a leading bullet.
+fn strip_line(line: &str) -> String {
+    if !line.contains("[#") && !line.contains("(#") {
+        return line.to_string();
+    }
+    let indent = &line[..line.len() - line.trim_start().len()];
+    format!("{indent}{}", strip(line.trim_start()))
+}
+
+/// `text` with a marker citing `cites` at its end (`text [#3, #9]`); `text` alone when there is none.
+pub fn with_marker(text: &str, cites: &[u64]) -> String {
+    if cites.is_empty() {
+        return text.to_string();
+    }
+    format!("{text} {}", marker(cites))
+}
+
+/// The marker of `cites`: `[#3, #9]`.
+pub fn marker(cites: &[u64]) -> String {
+    let inner = cites
+        .iter()
+        .map(|n| format!("#{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("[{inner}]")
+}
+
+/// The numbers of a marker's inside (`#12, #15`, `#12-14`, `#12 user (Mara) at 09:05`), or
+/// `None` when it is not a marker (it must start with `#` and a digit).
+fn marker_numbers(inner: &str) -> Option<Vec<u64>> {
+    let inner = inner.trim();
+    let body = inner.strip_prefix('#')?;
+    if !body.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    // A copied turn header (`#12 user (Mara) at 09:05`) cites its turn: read up to the first word
+    // other than "and".
+    let mut out = Vec::new();
+    for part in body.split([',', ';', ' ', '&']) {
+        let part = part.trim().trim_start_matches('#');
+        if part.is_empty() || part == "and" {
+            continue;
+        }
+        let (from, to) = match part.split_once(['-', '–']) {
+            Some((a, b)) => (a, b.trim_start_matches('#')),
+            None => (part, part),
+        };
+        let (Ok(from), Ok(to)) = (from.trim().parse::<u64>(), to.trim().parse::<u64>()) else {
+            break;
+        };
+        if to >= from && to - from < MAX_RANGE {
+            out.extend(from..=to);
+        } else {
+            out.push(from);
+            out.push(to);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// White space collapsed, and no space left before closing punctuation.
+fn tidy(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(joined.len());
+    for c in joined.chars() {
+        if matches!(c, '.' | ',' | ';' | ':' | '!' | '?') && out.ends_with(' ') {
+            out.pop();
+        }
+        out.push(c);
+    }
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_read_stripped_and_written() {
+        assert_eq!(
+            split("Mara paid 40 silver [#12, #15]."),
+            ("Mara paid 40 silver.".to_string(), vec![12, 15])
+        );
+        assert_eq!(
+            split("[#3] Tobin left (#4)"),
+            ("Tobin left".into(), vec![3, 4])
+        );
+        assert_eq!(split("range [#7-9]").1, vec![7, 8, 9]);
+        assert_eq!(split("both [#7 and #9]").1, vec![7, 9]);
+        assert_eq!(split("[#1-#400]").1, vec![1, 400]);
+        assert_eq!(
+            split("copied [#12 user (Mara) at 09:05] header").1,
+            vec![12]
+        );
+        // Not markers: brackets without a number after `#`, dates, links.
+        assert_eq!(
+            split("[2026-11-24] Mara (the baker) [see #3]"),
+            ("[2026-11-24] Mara (the baker) [see #3]".into(), vec![])
+        );
+        assert_eq!(with_marker("a fact", &[3, 9]), "a fact [#3, #9]");
+        assert_eq!(with_marker("a fact", &[]), "a fact");
+        assert_eq!(
+            strip_all("## Topic arc\n- one [#1]\n  - two (#2, #3)"),
+            "## Topic arc\n- one\n  - two"
+        );
+    }
+}

@@ -1,0 +1,638 @@
+//! Grounding: every item a model writes into memory (a summary item, an extracted fact, a
+//! consolidated fact, a reflection) cites what it rests on, and is checked against it before it
+//! is committed.
+//!
+//! An item cites turns (or journal entries) with a marker, `[#12]` or `[#12, #15]`; a structured
+//! answer gives the same numbers as a `sources` list, and its reader writes them as the marker.
+//! [`Grounder::check`] reads the item's checkable values ([`claims`]: numbers, days, times, IDs,
+//! names) and looks each one up in what it cites ([`Evidence`]):
+//!
+//! - every value found: **kept** as written;
+//! - a value missing from what it cites (or it cites nothing, or only numbers outside what it may
+//!   cite), but one source holds every value: **repaired** by citing that source instead;
+//! - otherwise, when it cites a source: **repaired** by replacing it with that source's own words
+//!   (the sentence closest to the item, shortened);
+//! - otherwise **dropped**.
+//!
+//! Nothing a model invents is committed: a kept item's values are all in its sources, a repaired
+//! one is either such an item or a quote. The check is deterministic, local and cheap (word and
+//! value lookups in hash sets; docs/benchmarks.md has its cost per compaction).
+//!
+//! - this file: [`Grounder`] (the sources an answer may cite, and the check of one item),
+//!   [`ground_summary`] and [`ground_lines`] (a whole answer).
+//! - `claims.rs`: [`claims`] and [`Evidence`].
+//! - `cite.rs`: the markers, read, stripped and written.
+
+pub mod cite;
+mod claims;
+
+pub use claims::{Claim, Evidence, claims};
+pub use somna_core::GroundingCounts;
+
+use std::collections::{BTreeMap, HashSet};
+
+use somna_core::{JournalEntry, Role};
+
+use crate::builtin::text;
+use crate::transcript::Turn;
+
+/// Longest repaired item, in characters (a longer source sentence is cut at a word boundary).
+const MAX_REPAIR_CHARS: usize = 200;
+
+/// What the check did with one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every value was found in what it cites: committed as written.
+    Kept,
+    /// Re-cited to the source holding every value, or replaced by its source's own words.
+    Repaired,
+    /// Not committed.
+    Dropped,
+}
+
+/// One checked item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    /// The text to commit, without its marker (empty when dropped).
+    pub text: String,
+    /// What it cites after the check (turn seqs or entry ids).
+    pub cites: Vec<u64>,
+    /// For items over journal entries: the history turns the cited lines cite.
+    pub turns: Vec<u64>,
+    /// The values that were not found where the item pointed, as written in the check's terms.
+    pub missing: Vec<String>,
+}
+
+impl Checked {
+    /// The text with its marker, as a summary or an entry stores it.
+    pub fn cited(&self) -> String {
+        cite::with_marker(&self.text, &self.cites)
+    }
+}
+
+/// One line of a source: its text without markers, and what the line itself cites.
+#[derive(Debug, Clone)]
+struct Line {
+    text: String,
+    cites: Vec<u64>,
+}
+
+/// One thing an item may cite: a turn, an earlier summary's item, or a journal entry.
+#[derive(Debug, Clone)]
+struct Source {
+    /// Who said it (a turn's name or role); `None` for summaries and entries.
+    speaker: Option<String>,
+    /// When it was said, `2026-11-24 09:05`.
+    at: Option<String>,
+    lines: Vec<Line>,
+}
+
+impl Source {
+    fn evidence(&self) -> Evidence {
+        let mut e = Evidence::new();
+        for line in &self.lines {
+            e.add_text(&line.text);
+        }
+        if let Some(s) = &self.speaker {
+            e.add_name(s);
+        }
+        if let Some(at) = &self.at {
+            e.add_time(at);
+        }
+        e
+    }
+}
+
+/// The sources an answer may cite, by number, and the check of one item against them.
+#[derive(Debug, Clone, Default)]
+pub struct Grounder {
+    sources: BTreeMap<u64, Vec<Source>>,
+    evidence: BTreeMap<u64, Evidence>,
+    /// Names every item may use (the agent's own), nothing else.
+    known: Evidence,
+    /// Words the sources write in lower case: a sentence's capitalized first word that is one of
+    /// them (or its plural) is a plain word, not a name.
+    plain: HashSet<String>,
+}
+
+impl Grounder {
+    /// The turns of a compaction's body: each turn is citable by its seq; an earlier summary in
+    /// them by its own seq (all of it) and by every seq its items cite (those items), so a folded
+    /// item keeps its sources. `known_names`: names any item may use (the agent's).
+    pub fn from_turns(turns: &[Turn], known_names: &[&str]) -> Self {
+        let mut g = Grounder::with_names(known_names);
+        for turn in turns {
+            if turn.is_summary() {
+                let lines = summary_lines(&turn.content);
+                for line in &lines {
+                    for c in &line.cites {
+                        g.add(
+                            *c,
+                            Source {
+                                speaker: None,
+                                at: None,
+                                lines: vec![line.clone()],
+                            },
+                        );
+                    }
+                }
+                g.add(
+                    turn.seq,
+                    Source {
+                        speaker: None,
+                        at: None,
+                        lines,
+                    },
+                );
+                continue;
+            }
+            let mut content = turn.content.clone();
+            for call in &turn.tool_calls {
+                content.push('\n');
+                content.push_str(&call.arguments);
+            }
+            let speaker = turn.name.clone().or_else(|| {
+                (turn.role != Role::Tool && turn.role != Role::System)
+                    .then(|| turn.role.as_str().to_string())
+            });
+            g.add(
+                turn.seq,
+                Source {
+                    speaker,
+                    at: turn.at.map(|t| t.minute_label()),
+                    lines: content
+                        .lines()
+                        .map(|l| Line {
+                            text: l.to_string(),
+                            cites: Vec::new(),
+                        })
+                        .collect(),
+                },
+            );
+        }
+        g.finish()
+    }
+
+    /// Journal entries, each citable by its id; the `[#seq]` markers of their lines are kept as
+    /// the turns behind them.
+    pub fn from_entries(entries: &[JournalEntry], known_names: &[&str]) -> Self {
+        let mut g = Grounder::with_names(known_names);
+        for e in entries {
+            let mut lines = lines_of(&e.content);
+            if !e.source_seqs.is_empty() {
+                for line in &mut lines {
+                    if line.cites.is_empty() {
+                        line.cites = e.source_seqs.clone();
+                    }
+                }
+            }
+            g.add(
+                e.id,
+                Source {
+                    speaker: None,
+                    at: None,
+                    lines,
+                },
+            );
+        }
+        g.finish()
+    }
+
+    fn with_names(known_names: &[&str]) -> Self {
+        let mut known = Evidence::new();
+        for n in known_names {
+            known.add_name(n);
+        }
+        Grounder {
+            known,
+            ..Grounder::default()
+        }
+    }
+
+    fn add(&mut self, key: u64, source: Source) {
+        self.sources.entry(key).or_default().push(source);
+    }
+
+    fn finish(mut self) -> Self {
+        for list in self.sources.values() {
+            for source in list {
+                for line in &source.lines {
+                    for w in line.text.split(|c: char| !c.is_alphanumeric() && c != '\'') {
+                        if w.starts_with(char::is_lowercase) {
+                            self.plain.insert(w.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        self.evidence = self
+            .sources
+            .iter()
+            .map(|(k, list)| {
+                let mut e = self.known.clone();
+                for s in list {
+                    e.extend(&s.evidence());
+                }
+                (*k, e)
+            })
+            .collect();
+        self
+    }
+
+    /// True when `n` is something an item may cite.
+    pub fn is_citable(&self, n: u64) -> bool {
+        self.sources.contains_key(&n)
+    }
+
+    /// Checks one item (its markers included).
+    pub fn check(&self, item: &str) -> Checked {
+        let (text, cites) = cite::split(item);
+        self.check_cited(&text, &cites)
+    }
+
+    /// Checks one item whose text and citations were read apart (a structured answer's).
+    pub fn check_cited(&self, text: &str, cites: &[u64]) -> Checked {
+        let text = text.trim().to_string();
+        let claims: Vec<Claim> = claims(&text)
+            .into_iter()
+            .filter(|c| match c {
+                Claim::Lead(w) => {
+                    !(self.plain.contains(w)
+                        || w.strip_suffix('s')
+                            .is_some_and(|one| self.plain.contains(one)))
+                }
+                _ => true,
+            })
+            .collect();
+        let valid: Vec<u64> = cites
+            .iter()
+            .copied()
+            .filter(|c| self.is_citable(*c))
+            .collect();
+        let missing: Vec<String> = if valid.is_empty() {
+            claims.iter().map(ToString::to_string).collect()
+        } else {
+            let mut e = self.known.clone();
+            for c in &valid {
+                if let Some(ev) = self.evidence.get(c) {
+                    e.extend(ev);
+                }
+            }
+            claims
+                .iter()
+                .filter(|c| !e.supports(c))
+                .map(ToString::to_string)
+                .collect()
+        };
+        // An item with no value to check must still be about what it cites: at least one content
+        // word in common (an echo of the instructions is about nothing).
+        let about = !claims.is_empty() || self.shares_words(&valid, &text);
+        if !valid.is_empty() && missing.is_empty() && !text.is_empty() && about {
+            let turns = self.turns_behind(&valid, &claims, &text);
+            return Checked {
+                verdict: Verdict::Kept,
+                text,
+                cites: valid,
+                turns,
+                missing,
+            };
+        }
+        if !text.is_empty()
+            && let Some(source) = self.one_source_of(&claims, &text)
+        {
+            let turns = self.turns_behind(&[source], &claims, &text);
+            return Checked {
+                verdict: Verdict::Repaired,
+                text,
+                cites: vec![source],
+                turns,
+                missing,
+            };
+        }
+        if let Some((quote, cited, turns)) = self.quote(&valid, &text) {
+            return Checked {
+                verdict: Verdict::Repaired,
+                text: quote,
+                cites: cited,
+                turns,
+                missing,
+            };
+        }
+        Checked {
+            verdict: Verdict::Dropped,
+            text: String::new(),
+            cites: Vec::new(),
+            turns: Vec::new(),
+            missing,
+        }
+    }
+
+    /// True when `text` shares a content word with a line of the `cited` sources.
+    fn shares_words(&self, cited: &[u64], text: &str) -> bool {
+        let words = text::content_words(text);
+        cited.iter().any(|k| {
+            self.sources.get(k).into_iter().flatten().any(|s| {
+                s.lines
+                    .iter()
+                    .any(|l| !text::content_words(&l.text).is_disjoint(&words))
+            })
+        })
+    }
+
+    /// The one source that holds every claim (with at least one claim, or else two content words
+    /// in common), sharing the most content words with the item.
+    fn one_source_of(&self, claims: &[Claim], text: &str) -> Option<u64> {
+        let words = text::content_words(text);
+        let need_words = if claims.is_empty() { 2 } else { 1 };
+        self.evidence
+            .iter()
+            .filter(|(_, e)| claims.iter().all(|c| e.supports(c)))
+            .map(|(k, _)| {
+                let shared = self.sources[k]
+                    .iter()
+                    .flat_map(|s| s.lines.iter())
+                    .map(|l| text::content_words(&l.text).intersection(&words).count())
+                    .max()
+                    .unwrap_or(0);
+                (*k, shared)
+            })
+            .filter(|(_, shared)| *shared >= need_words)
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(k, _)| k)
+    }
+
+    /// The sentence of the cited sources closest to `text` (most content words in common, at
+    /// least one), as the item that replaces it: `[day] speaker: sentence`, shortened.
+    fn quote(&self, cited: &[u64], text: &str) -> Option<(String, Vec<u64>, Vec<u64>)> {
+        let words = text::content_words(text);
+        let mut best: Option<(usize, u64, &Source, String, &Line)> = None;
+        for key in cited {
+            for source in self.sources.get(key).into_iter().flatten() {
+                for line in &source.lines {
+                    for sentence in text::sentences(&line.text) {
+                        if sentence.starts_with('#')
+                            || sentence == "(none)"
+                            || sentence.starts_with('[') && sentence.ends_with(']')
+                        {
+                            continue;
+                        }
+                        let shared = text::content_words(&sentence).intersection(&words).count();
+                        if shared > 0 && best.as_ref().is_none_or(|b| shared > b.0) {
+                            best = Some((shared, *key, source, sentence, line));
+                        }
+                    }
+                }
+            }
+        }
+        let (_, key, source, sentence, line) = best?;
+        let sentence = shorten(&sentence);
+        let text = match (&source.speaker, &source.at) {
+            (Some(s), Some(at)) => format!("[{}] {s}: {sentence}", &at[..10]),
+            (Some(s), None) => format!("{s}: {sentence}"),
+            _ => sentence,
+        };
+        // A quote of an earlier summary's item keeps that item's own sources.
+        let cites = if source.speaker.is_none()
+            && !line.cites.is_empty()
+            && self.sources.keys().any(|k| line.cites.contains(k))
+        {
+            line.cites
+                .iter()
+                .copied()
+                .filter(|c| self.is_citable(*c))
+                .collect()
+        } else {
+            vec![key]
+        };
+        Some((text, cites, line.cites.clone()))
+    }
+
+    /// The turns behind an item over `cited` sources: what the lines holding its values cite.
+    fn turns_behind(&self, cited: &[u64], claims: &[Claim], text: &str) -> Vec<u64> {
+        let words = text::content_words(text);
+        let mut out = Vec::new();
+        for key in cited {
+            for source in self.sources.get(key).into_iter().flatten() {
+                for line in &source.lines {
+                    if line.cites.is_empty() {
+                        continue;
+                    }
+                    let mut e = Evidence::new();
+                    e.add_text(&line.text);
+                    let holds = if claims.is_empty() {
+                        text::content_words(&line.text).intersection(&words).count() >= 2
+                    } else {
+                        claims.iter().any(|c| e.supports(c))
+                    };
+                    if holds {
+                        for c in &line.cites {
+                            if !out.contains(c) {
+                                out.push(*c);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A source text's lines: markers stripped, each line's own citations kept.
+fn lines_of(content: &str) -> Vec<Line> {
+    content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (text, cites) = cite::split(l.trim_start_matches("- ").trim_start_matches("* "));
+            Line { text, cites }
+        })
+        .collect()
+}
+
+/// An earlier summary's lines, each with its day: a section writes a day only when it differs
+/// from the item before's, so an item without one was said on the day of the dated item above it
+/// (the extractive summarizer's habit, see `restore_days`).
+fn summary_lines(content: &str) -> Vec<Line> {
+    let mut day: Option<String> = None;
+    lines_of(content)
+        .into_iter()
+        .map(|mut line| {
+            if line.text.starts_with('#') {
+                day = None;
+            } else if let Some(d) = leading_day(&line.text) {
+                day = Some(d.to_string());
+            } else if let Some(d) = &day {
+                line.text = format!("[{d}] {}", line.text);
+            }
+            line
+        })
+        .collect()
+}
+
+/// The day an item starts with: `2026-11-24` of `[2026-11-24] …`.
+fn leading_day(text: &str) -> Option<&str> {
+    let day = text.strip_prefix('[')?.get(..10)?;
+    let ok = day.bytes().enumerate().all(|(i, b)| match i {
+        4 | 7 => b == b'-',
+        _ => b.is_ascii_digit(),
+    });
+    (ok && text[11..].starts_with(']')).then_some(day)
+}
+
+/// `sentence` cut to [`MAX_REPAIR_CHARS`] at a word boundary, with "…".
+fn shorten(sentence: &str) -> String {
+    if sentence.chars().count() <= MAX_REPAIR_CHARS {
+        return sentence.to_string();
+    }
+    let mut out = String::new();
+    for word in sentence.split_whitespace() {
+        if out.chars().count() + word.chars().count() + 1 > MAX_REPAIR_CHARS {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    format!("{}…", out.trim_end_matches([',', ';', ':']))
+}
+
+/// The proper names in `text` (a persona): names every item may use.
+pub fn names_in(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for sentence in text::sentences(text) {
+        for (run, _) in text::entity_runs(&sentence) {
+            if !names.contains(&run) {
+                names.push(run);
+            }
+        }
+    }
+    names
+}
+
+/// A whole summary after the check: its text to commit and what happened to its items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroundedSummary {
+    pub text: String,
+    pub counts: GroundingCounts,
+    /// A few of the items that were repaired or dropped, with the values missing (for logs).
+    pub examples: Vec<String>,
+}
+
+/// Most examples a [`GroundedSummary`] keeps.
+const MAX_EXAMPLES: usize = 5;
+
+/// Checks every item of a summary (each non-empty line that is not a `#` heading, `(none)` or
+/// the `[CONTEXT SUMMARY]` prefix): kept and repaired items are written with their marker, dropped
+/// ones are left out, and a section left with no item shows `(none)`. A summary whose every item
+/// is kept as written comes back exactly as it was.
+pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
+    // The text before the first heading, then each heading with its items.
+    let mut preamble: Vec<String> = Vec::new();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    let mut counts = GroundingCounts::default();
+    let mut examples = Vec::new();
+    let mut changed = false;
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line == crate::builtin::extractive::NONE {
+            continue;
+        }
+        if line.starts_with('#') {
+            sections.push((line.to_string(), Vec::new()));
+            continue;
+        }
+        if line == somna_core::Message::SUMMARY_PREFIX {
+            preamble.push(line.to_string());
+            continue;
+        }
+        let (bullet, item) = match line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) {
+            Some(rest) => ("- ", rest),
+            None => ("", line),
+        };
+        let checked = grounder.check(item);
+        match checked.verdict {
+            Verdict::Kept => counts.kept += 1,
+            Verdict::Repaired => counts.repaired += 1,
+            Verdict::Dropped => counts.dropped += 1,
+        }
+        if checked.verdict != Verdict::Kept && examples.len() < MAX_EXAMPLES {
+            examples.push(example(item, &checked));
+        }
+        changed |= checked.verdict != Verdict::Kept || checked.cited() != item;
+        if checked.verdict != Verdict::Dropped {
+            let line = format!("{bullet}{}", checked.cited());
+            match sections.last_mut() {
+                Some((_, items)) => items.push(line),
+                None => preamble.push(line),
+            }
+        }
+    }
+    // Every item as written: the text as written (its layout included).
+    if !changed {
+        return GroundedSummary {
+            text: text.trim().to_string(),
+            counts,
+            examples,
+        };
+    }
+    let mut blocks: Vec<String> = Vec::new();
+    if !preamble.is_empty() {
+        blocks.push(preamble.join("\n"));
+    }
+    for (heading, items) in sections {
+        let body = if items.is_empty() {
+            crate::builtin::extractive::NONE.to_string()
+        } else {
+            items.join("\n")
+        };
+        blocks.push(format!("{heading}\n{body}"));
+    }
+    GroundedSummary {
+        text: blocks.join("\n\n"),
+        counts,
+        examples,
+    }
+}
+
+/// Checks each item of a list answer (extracted facts, consolidated facts, reflections).
+pub fn ground_lines<'a>(
+    items: impl IntoIterator<Item = &'a str>,
+    grounder: &Grounder,
+) -> (Vec<Checked>, GroundingCounts, Vec<String>) {
+    let mut counts = GroundingCounts::default();
+    let mut examples = Vec::new();
+    let mut kept = Vec::new();
+    for item in items {
+        let checked = grounder.check(item);
+        match checked.verdict {
+            Verdict::Kept => counts.kept += 1,
+            Verdict::Repaired => counts.repaired += 1,
+            Verdict::Dropped => counts.dropped += 1,
+        }
+        if checked.verdict != Verdict::Kept && examples.len() < MAX_EXAMPLES {
+            examples.push(example(item, &checked));
+        }
+        if checked.verdict != Verdict::Dropped {
+            kept.push(checked);
+        }
+    }
+    (kept, counts, examples)
+}
+
+fn example(item: &str, checked: &Checked) -> String {
+    let what = match checked.verdict {
+        Verdict::Kept => "kept",
+        Verdict::Repaired => "repaired",
+        Verdict::Dropped => "dropped",
+    };
+    let missing = if checked.missing.is_empty() {
+        "no valid citation".to_string()
+    } else {
+        format!("not in its sources: {}", checked.missing.join(", "))
+    };
+    format!("{what} {:?} ({missing})", crate::prompts::clip(item, 80))
+}

@@ -1,0 +1,364 @@
+//! Issue 25's property: random transcripts with planted facts (names, prices, ledger IDs, dates,
+//! times), and a summarizer that mixes true items with items carrying invented values — in text
+//! and in JSON, with right, wrong and missing citations. Through the readers and the grounding
+//! check the runtime uses, no invented value is ever committed (summary, journal, memory), and
+//! every true item with a right citation is kept as written.
+
+use proptest::prelude::*;
+use somna_core::{JournalEntry, Role, SourceType, Timestamp};
+use somna_llm::grounding::{self, Grounder, cite};
+use somna_llm::prompts;
+use somna_llm::transcript::Turn;
+
+const NAMES: [&str; 6] = ["Mara", "Tobin", "Elsbeth", "Hale", "Bram", "Orla"];
+const INVENTED_NAMES: [&str; 4] = ["Zorbath", "Quillane", "Ignatz", "Vessaline"];
+const ITEMS: [&str; 6] = ["lantern", "ribbon", "map", "kettle", "plough", "saddle"];
+
+/// One planted fact: who, what, how much, which ledger, which day, what time.
+#[derive(Debug, Clone)]
+struct Planted {
+    name: &'static str,
+    item: &'static str,
+    price: u32,
+    ledger: String,
+    day: u32,
+    hour: u32,
+}
+
+impl Planted {
+    fn date(&self) -> String {
+        format!("2024-05-{:02}", self.day)
+    }
+
+    /// The turn that says it.
+    fn sentence(&self) -> String {
+        format!(
+            "I paid {} silver for the {}, ledger {}, due {} at {}:30.",
+            self.price,
+            self.item,
+            self.ledger,
+            self.date(),
+            self.hour
+        )
+    }
+}
+
+fn planted() -> impl Strategy<Value = Planted> {
+    (
+        0..NAMES.len(),
+        0..ITEMS.len(),
+        10u32..500,
+        "[A-M]{2}-[0-9]{4}",
+        1u32..28,
+        8u32..17,
+    )
+        .prop_map(|(n, i, price, ledger, day, hour)| Planted {
+            name: NAMES[n],
+            item: ITEMS[i],
+            price,
+            ledger,
+            day,
+            hour,
+        })
+}
+
+/// An invented value: one no transcript holds (other names, prices over 500, ledgers with other
+/// letters, another year, evening hours).
+#[derive(Debug, Clone)]
+enum Invented {
+    Name(&'static str),
+    Price(u32),
+    Ledger(String),
+    Date(String),
+    Time(String),
+}
+
+impl Invented {
+    fn value(&self) -> String {
+        match self {
+            Invented::Name(n) => n.to_string(),
+            Invented::Price(p) => p.to_string(),
+            Invented::Ledger(l) | Invented::Date(l) | Invented::Time(l) => l.clone(),
+        }
+    }
+}
+
+fn invented() -> impl Strategy<Value = Invented> {
+    prop_oneof![
+        (0..INVENTED_NAMES.len()).prop_map(|i| Invented::Name(INVENTED_NAMES[i])),
+        (501u32..999).prop_map(Invented::Price),
+        "[N-Z]{2}-[0-9]{4}".prop_map(Invented::Ledger),
+        (1u32..28).prop_map(|d| Invented::Date(format!("2031-07-{d:02}"))),
+        (18u32..23).prop_map(|h| Invented::Time(format!("{h}:45"))),
+    ]
+}
+
+/// How an item cites.
+#[derive(Debug, Clone, Copy)]
+enum Citation {
+    Right,
+    /// Another turn of the transcript.
+    Wrong,
+    Missing,
+    /// A turn that was not compacted.
+    Outside,
+}
+
+fn citation() -> impl Strategy<Value = Citation> {
+    prop_oneof![
+        Just(Citation::Right),
+        Just(Citation::Wrong),
+        Just(Citation::Missing),
+        Just(Citation::Outside),
+    ]
+}
+
+/// A true item about `p`, in one of a few phrasings (a subset of its values).
+fn true_item(p: &Planted, phrasing: usize) -> String {
+    match phrasing % 4 {
+        0 => format!("{} paid {} silver for the {}", p.name, p.price, p.item),
+        1 => format!("[{}] {} owes ledger {}", p.date(), p.name, p.ledger),
+        2 => format!("The {} cost {} silver, due {}", p.item, p.price, p.date()),
+        _ => format!("{} meets about the {} at {}:30", p.name, p.item, p.hour),
+    }
+}
+
+/// The same kind of item with one value replaced by an invented one.
+fn false_item(p: &Planted, lie: &Invented) -> String {
+    match lie {
+        Invented::Name(n) => format!("{n} paid {} silver for the {}", p.price, p.item),
+        Invented::Price(x) => format!("{} paid {x} silver for the {}", p.name, p.item),
+        Invented::Ledger(l) => format!("{} owes ledger {l}", p.name),
+        Invented::Date(d) => format!("[{d}] {} bought the {}", p.name, p.item),
+        Invented::Time(t) => format!("{} meets about the {} at {t}", p.name, p.item),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    facts: Vec<Planted>,
+    /// (fact index, phrasing) of the true items, all rightly cited.
+    truths: Vec<(usize, usize)>,
+    /// (fact index, lie, citation) of the invented items.
+    lies: Vec<(usize, Invented, Citation)>,
+    json: bool,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    proptest::collection::vec(planted(), 2..12)
+        .prop_flat_map(|facts| {
+            let n = facts.len();
+            (
+                Just(facts),
+                proptest::collection::vec((0..n, 0usize..4), 1..6),
+                proptest::collection::vec((0..n, invented(), citation()), 1..6),
+                any::<bool>(),
+            )
+        })
+        .prop_map(|(facts, truths, lies, json)| Case {
+            facts,
+            truths,
+            lies,
+            json,
+        })
+}
+
+/// The turns: small talk around each planted fact; fact `i` is said in turn `2 i + 1` (its seq
+/// is 100 + that position), on its day.
+fn turns(facts: &[Planted]) -> Vec<Turn> {
+    let mut out = Vec::new();
+    for (i, p) in facts.iter().enumerate() {
+        let at = Timestamp::parse_rfc3339(&format!("{}T{:02}:10:00Z", p.date(), p.hour)).unwrap();
+        out.push(Turn::new(100 + 2 * i as u64, Role::Assistant, "Good day to you.").at(at));
+        out.push(
+            Turn::new(100 + 2 * i as u64 + 1, Role::User, p.sentence())
+                .with_name(p.name)
+                .at(at),
+        );
+    }
+    out
+}
+
+fn seq_of(fact: usize) -> u64 {
+    100 + 2 * fact as u64 + 1
+}
+
+/// The summarizer's answer: the true items (right citations) and the lies, in the answer's form.
+fn answer(case: &Case) -> (String, Vec<String>) {
+    let mut items: Vec<(String, Vec<u64>)> = Vec::new();
+    let mut true_lines = Vec::new();
+    for (f, phrasing) in &case.truths {
+        let text = true_item(&case.facts[*f], *phrasing);
+        true_lines.push(cite::with_marker(&text, &[seq_of(*f)]));
+        items.push((text, vec![seq_of(*f)]));
+    }
+    let n = case.facts.len();
+    for (f, lie, citation) in &case.lies {
+        let cites = match citation {
+            Citation::Right => vec![seq_of(*f)],
+            Citation::Wrong => vec![seq_of((f + 1) % n)],
+            Citation::Missing => vec![],
+            Citation::Outside => vec![5_000],
+        };
+        items.push((false_item(&case.facts[*f], lie), cites));
+    }
+    let text = if case.json {
+        let notes: Vec<serde_json::Value> = items
+            .iter()
+            .map(|(t, s)| serde_json::json!({"note": t, "sources": s}))
+            .collect();
+        serde_json::json!({
+            "topic_arc": notes, "decisions": [], "pending": [], "user_facts": [], "artifacts": []
+        })
+        .to_string()
+    } else {
+        let lines: Vec<String> = items
+            .iter()
+            .map(|(t, s)| format!("- {}", cite::with_marker(t, s)))
+            .collect();
+        format!(
+            "## Topic arc\n{}\n\n## Decisions\n(none)\n\n## Pending\n(none)\n\n## User facts\n(none)\n\n## Artifacts\n(none)",
+            lines.join("\n")
+        )
+    };
+    (text, true_lines)
+}
+
+/// True when `value` occurs in `text` as a whole token (not inside a longer number or word).
+fn holds(text: &str, value: &str) -> bool {
+    let lower = text.to_lowercase();
+    let v = value.to_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(&v) {
+        let start = from + i;
+        let end = start + v.len();
+        let before = lower[..start].chars().next_back();
+        let after = lower[end..].chars().next();
+        let edge = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric());
+        if edge(before) && edge(after) {
+            return true;
+        }
+        from = start + 1;
+    }
+    false
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn no_invented_value_is_committed_and_every_true_item_is_kept(case in case()) {
+        let turns = turns(&case.facts);
+        let transcript: String = turns.iter().map(|t| t.content.clone()).collect::<Vec<_>>().join("\n");
+        let (answer, true_lines) = answer(&case);
+        // The lies are lies: no turn holds them.
+        for (_, lie, _) in &case.lies {
+            prop_assert!(!holds(&transcript, &lie.value()), "{} is in the transcript", lie.value());
+        }
+
+        // The summary, as the compactor commits it (history and the synthesis entry).
+        let read = prompts::read_summary(&answer);
+        let grounder = Grounder::from_turns(&turns, &[]);
+        let summary = grounding::ground_summary(&read, &grounder);
+        for (_, lie, _) in &case.lies {
+            prop_assert!(!holds(&summary.text, &lie.value()), "{} committed:\n{}", lie.value(), summary.text);
+        }
+        for line in &true_lines {
+            prop_assert!(
+                summary.text.lines().any(|l| l.trim_start_matches("- ") == line),
+                "true item not kept: {line}\n{}", summary.text
+            );
+        }
+        prop_assert_eq!(summary.counts.total() as usize, case.truths.len() + case.lies.len());
+        prop_assert!(summary.counts.kept as usize >= case.truths.len());
+
+        // Memory, as a sleep consolidates it: the synthesis entry is entry 1; a model answers with
+        // the true items citing it and the lies citing it, another entry, or nothing.
+        let mut synthesis = JournalEntry::synthesis(Timestamp(1), summary.text.clone(), 100, 200);
+        synthesis.id = 1;
+        let mut note = JournalEntry::new(Timestamp(1), SourceType::Note, 6, "Small talk at the well.");
+        note.id = 2;
+        let entries = vec![synthesis, note];
+        let mut facts: Vec<String> = case
+            .truths
+            .iter()
+            .map(|(f, p)| cite::with_marker(&true_item(&case.facts[*f], *p), &[1]))
+            .collect();
+        for (f, lie, citation) in &case.lies {
+            let cites = match citation {
+                Citation::Right => vec![1],
+                Citation::Wrong => vec![2],
+                Citation::Missing => vec![],
+                Citation::Outside => vec![77],
+            };
+            facts.push(cite::with_marker(&false_item(&case.facts[*f], lie), &cites));
+        }
+        let reply = if case.json {
+            prompts::facts_json(&facts)
+        } else {
+            facts.iter().map(|f| format!("- {f}")).collect::<Vec<_>>().join("\n")
+        };
+        let prompts::Consolidation::Facts(parsed) = prompts::parse_consolidation(&reply) else {
+            panic!("unreadable: {reply}");
+        };
+        let cited: Vec<String> = parsed.iter().map(|f| f.cited()).collect();
+        let entry_grounder = Grounder::from_entries(&entries, &[]);
+        let (kept, _, _) = grounding::ground_lines(cited.iter().map(String::as_str), &entry_grounder);
+        let memory: String = kept.iter().map(|c| c.text.clone()).collect::<Vec<_>>().join("\n");
+        for (_, lie, _) in &case.lies {
+            prop_assert!(!holds(&memory, &lie.value()), "{} in memory:\n{}", lie.value(), memory);
+        }
+        for (f, p) in &case.truths {
+            let text = true_item(&case.facts[*f], *p);
+            prop_assert!(
+                kept.iter().any(|c| c.text == text && c.cites == vec![1] && !c.turns.is_empty()),
+                "true fact not kept with its turns: {text}\n{kept:?}"
+            );
+        }
+    }
+}
+
+/// The builtin provider's extractive summaries quote their turns: they pass unchanged.
+#[test]
+fn extractive_summaries_pass_unchanged() {
+    let transcript = somna_testkit::transcript_200().unwrap();
+    let turns: Vec<Turn> = transcript.iter().map(Turn::from).collect();
+    for max in [300u32, 800, 1_500] {
+        let summary = somna_llm::builtin::summarize(
+            &turns,
+            &somna_core::config::SectionCaps::default(),
+            max,
+            &|s: &str| somna_llm::builtin::estimate_tokens(s),
+        )
+        .render();
+        let grounded = grounding::ground_summary(&summary, &Grounder::from_turns(&turns, &[]));
+        assert_eq!(
+            grounded.counts.repaired + grounded.counts.dropped,
+            0,
+            "{max}: {:?}",
+            grounded.examples
+        );
+        assert_eq!(grounded.text, summary, "{max}");
+        // Folded into the next summary, with new turns: still unchanged.
+        let mut next = vec![Turn::new(
+            0,
+            Role::System,
+            format!("{}\n{summary}", somna_core::Message::SUMMARY_PREFIX),
+        )];
+        next.extend(turns.iter().skip(150).cloned());
+        let again = somna_llm::builtin::summarize(
+            &next,
+            &somna_core::config::SectionCaps::default(),
+            max,
+            &|s: &str| somna_llm::builtin::estimate_tokens(s),
+        )
+        .render();
+        let grounded = grounding::ground_summary(&again, &Grounder::from_turns(&next, &[]));
+        assert_eq!(
+            grounded.counts.repaired + grounded.counts.dropped,
+            0,
+            "{max} folded: {:?}",
+            grounded.examples
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! Opt-in (`SOMNA_REAL_LLM=1`, see docs/llm.md): issue 25 with a real small model. A 300-turn
+//! village transcript with planted prices, dates, ledger IDs and names is compacted by force and
+//! then slept on, with structured output off and on (`auto`: llama-cpp-python's server takes
+//! `json_object`), through SmolLM2-135M (`scripts/local-llm.sh`). Prints, per mode, what the
+//! grounding check did with the model's summary items, extracted facts, consolidated facts and
+//! reflections (kept / repaired / dropped) and how the compaction committed; asserts that no value
+//! in committed memory is missing from the transcript (0 invented values) and that the summary was
+//! the model's (not a fallback). Never needed by CI.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use somna_core::config::RuntimeConfig;
+use somna_core::record::CompactionMethod;
+use somna_core::{EventRecord, GroundingCounts, JournalQuery, Message, SourceType, Timestamp};
+use somna_llm::grounding::{Claim, Evidence, claims, cite};
+use somna_runtime::agent::JobKind;
+use somna_runtime::{Clock, CompactionOutcome, Offline};
+use somna_store::Store;
+
+use crate::support::*;
+
+const SELLERS: [&str; 5] = ["Mara", "Tobin", "Elsbeth", "Hale", "Bram"];
+const GOODS: [&str; 6] = [
+    "blue ribbon",
+    "map of the marsh",
+    "copper kettle",
+    "iron plough",
+    "wool cloak",
+    "lantern",
+];
+
+/// 300 turns of village trade: who sells what for how much, which ledger it goes in, and when.
+fn planted_village(n: usize) -> Vec<Message> {
+    let start = Timestamp::parse_rfc3339("2026-05-04T08:00:00Z").unwrap();
+    (0..n)
+        .map(|i| {
+            let seller = SELLERS[i % SELLERS.len()];
+            let good = GOODS[(i / 2) % GOODS.len()];
+            let price = 40 + (i * 37) % 460;
+            let ledger = format!("LX-{}", 4000 + i * 7);
+            let day = 4 + i / 40;
+            let mut m = if i % 2 == 0 {
+                Message::user(format!(
+                    "I'll sell you the {good} for {price} silver. Write it in ledger {ledger}; \
+I collect on May {}.",
+                    day + 3
+                ))
+                .with_name(seller)
+            } else {
+                Message::assistant(format!(
+                    "Agreed, {seller}: the {good} for {price} silver, ledger {ledger}, paid on May {}.",
+                    day + 3
+                ))
+            };
+            m.created_at = Timestamp(start.0 + i as u64 * 20 * 60_000);
+            m
+        })
+        .collect()
+}
+
+/// The values of `line` that no turn of the village holds.
+fn invented(line: &str, evidence: &Evidence, plain: &std::collections::HashSet<String>) -> Vec<String> {
+    claims(&cite::strip(line))
+        .into_iter()
+        .filter(|c| match c {
+            Claim::Lead(w) => !plain.contains(w) && !plain.contains(w.trim_end_matches('s')),
+            _ => true,
+        })
+        .filter(|c| !evidence.supports(c))
+        .map(|c| c.to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn real_grounding_on_a_planted_village() {
+    if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
+        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
+        return;
+    }
+    let base_url =
+        std::env::var("SOMNA_REAL_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:8089/v1".into());
+    let model = std::env::var("SOMNA_REAL_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let village = planted_village(300);
+    let persona = "You are Wren, the steward of Millbrook, who keeps the village ledgers.";
+    let mut evidence = Evidence::new();
+    let mut plain = std::collections::HashSet::new();
+    for m in &village {
+        evidence.add_text(&m.content);
+        if let Some(n) = &m.name {
+            evidence.add_name(n);
+        }
+        evidence.add_time(&m.created_at.minute_label());
+        for w in m.content.split(|c: char| !c.is_alphanumeric()) {
+            if w.starts_with(char::is_lowercase) {
+                plain.insert(w.to_string());
+            }
+        }
+    }
+    evidence.add_text(persona);
+    println!("| mode | compaction | summary + extraction (kept / repaired / dropped) | sleep: facts + reflections | invented values committed | time |");
+    println!("|---|---|---|---|---|---|");
+    for mode in ["off", "auto"] {
+        let toml = format!(
+            r#"
+[llm]
+provider = "openai"
+base_url = "{base_url}"
+model = "{model}"
+structured_output = "{mode}"
+timeout = "600s"
+max_retries = 1
+
+[defaults]
+persona = "{persona}"
+model = "{model}"
+
+[defaults.compaction]
+max_context_tokens = 8192
+extraction = "llm"
+
+[defaults.memory]
+reflection_threshold = 1
+
+[[agents]]
+id = "wren"
+"#
+        );
+        let config = RuntimeConfig::parse_with_overrides(&toml, "real", &[])
+            .unwrap()
+            .resolve("real")
+            .unwrap();
+        let store = Store::temporary().unwrap();
+        let wren = id("wren");
+        let offline = Offline::new(config.clone(), store.clone(), Clock::real());
+        offline.create(&wren, Default::default()).unwrap();
+        let counter = counter();
+        for m in &village {
+            let mut m = m.clone();
+            m.tokens = counter.count_message(&m);
+            store.append(&wren, m, Timestamp(1)).unwrap();
+        }
+        let llm: Arc<dyn somna_llm::LlmClient> =
+            somna_llm::build_client_from_env(&config.llm).unwrap();
+        let mut agent = offline.agent(&wren, llm).unwrap();
+        let started = Instant::now();
+        let job = agent.compact(true).unwrap();
+        let out = job.run().await;
+        agent.finish(JobKind::Compact { force: true }, &out);
+        let compaction = match &out.compaction {
+            Some(CompactionOutcome::Done(r)) => {
+                format!("{:?}, {} → {} tokens", r.method, r.tokens_before, r.tokens_after)
+            }
+            other => format!("{other:?}"),
+        };
+        let llm_summary = matches!(&out.compaction, Some(CompactionOutcome::Done(r)) if r.method == CompactionMethod::Llm);
+        let job = agent.sleep().unwrap();
+        let out = job.run().await;
+        agent.finish(JobKind::Sleep, &out);
+        let elapsed = started.elapsed();
+
+        let mut compacted = GroundingCounts::default();
+        let mut slept = GroundingCounts::default();
+        for e in store.events(&wren, 100).unwrap() {
+            match e.event {
+                EventRecord::Compaction(r) => compacted.add(r.grounding.unwrap_or_default()),
+                EventRecord::Sleep { grounding, .. } => slept.add(grounding.unwrap_or_default()),
+                _ => {}
+            }
+        }
+        // Everything a model wrote that was committed: the live summaries, the journal entries
+        // models wrote, the facts.
+        let mut committed: Vec<String> = Vec::new();
+        for m in store.history(&wren).unwrap() {
+            if m.summary().is_some() {
+                committed.extend(m.content.lines().map(str::to_string));
+            }
+        }
+        for e in store.query_journal(&wren, &JournalQuery::default()).unwrap() {
+            if matches!(
+                e.source_type,
+                SourceType::Compaction | SourceType::Extraction | SourceType::Reflection
+            ) {
+                committed.extend(e.content.lines().map(str::to_string));
+            }
+        }
+        for f in store.facts(&wren).unwrap() {
+            committed.push(f.text);
+        }
+        let bad: Vec<(String, Vec<String>)> = committed
+            .iter()
+            .map(|l| (l.clone(), invented(l, &evidence, &plain)))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        println!(
+            "| {mode} | {compaction} | {compacted} | {slept} | {} | {:.0} s |",
+            bad.len(),
+            elapsed.as_secs_f64()
+        );
+        for (line, values) in &bad {
+            println!("  invented {values:?} in {line:?}");
+        }
+        assert!(bad.is_empty(), "{mode}: invented values committed");
+        assert!(llm_summary, "{mode}: the compaction did not commit the model's summary");
+        assert!(compacted.committed() > 0, "{mode}: nothing the model wrote held up");
+        let _ = Duration::ZERO;
+    }
+}
