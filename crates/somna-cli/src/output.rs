@@ -237,16 +237,23 @@ impl Out {
             return;
         }
         for f in facts {
-            let sources: Vec<String> = f.source_entry_ids.iter().map(|e| format!("#{e}")).collect();
+            let list = |ids: &[u64]| ids.iter().map(|e| format!("#{e}")).collect::<Vec<_>>();
+            let mut from = Vec::new();
+            if !f.source_entry_ids.is_empty() {
+                from.push(format!("journal {}", list(&f.source_entry_ids).join(", ")));
+            }
+            if !f.source_seqs.is_empty() {
+                from.push(format!("turns {}", list(&f.source_seqs).join(", ")));
+            }
             println!(
                 "#{:<5} {}  {}{}",
                 f.id,
                 f.at,
                 f.text,
-                if sources.is_empty() {
+                if from.is_empty() {
                     String::new()
                 } else {
-                    format!("  (from journal {})", sources.join(", "))
+                    format!("  (from {})", from.join("; "))
                 }
             );
         }

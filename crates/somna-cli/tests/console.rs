@@ -331,6 +331,21 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         svg.to_uppercase().contains("#1F77B4"),
         "no compaction drawn in the chart"
     );
+    // What the grounding check did is on the page as the API counts it, and on the chart's marks.
+    let status: Value = reqwest::get(format!("{url}/v1/agents/smith"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kept = status["grounding"]["kept"].as_u64().unwrap_or(0);
+    assert!(kept > 0, "{status}");
+    until(
+        c,
+        &format!("document.getElementById('agent-grounding')?.textContent.includes('{kept} kept')"),
+    )
+    .await;
+    until(c, "[...document.querySelectorAll('#chart-marks li[data-mark=compaction]')].some(li => li.textContent.includes(' kept, 0 repaired, 0 dropped'))").await;
     // Its history shows the summary as such.
     until(
         c,

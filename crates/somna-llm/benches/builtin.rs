@@ -1,5 +1,7 @@
 //! Speed of the builtin provider on the 200-turn fixture: the extractive summary, framing and parsing the
-//! transcript, a scripted chat turn, and heuristic importance scores.
+//! transcript, a scripted chat turn, and heuristic importance scores; and the grounding check of a
+//! compaction's summary against its body (every item kept, and an answer full of invented values
+//! with wrong citations, the check's worst case: each item is looked up in every turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -8,6 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use somna_core::config::SectionCaps;
 use somna_llm::builtin::extractive::summarize;
 use somna_llm::builtin::{estimate_tokens, extract_facts, score_importance};
+use somna_llm::grounding::{self, Grounder};
 use somna_llm::transcript::{self, Turn};
 use somna_llm::{BuiltinClient, ChatMessage, ChatRequest};
 use somna_testkit::transcript_200;
@@ -29,6 +32,46 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("parse_200_turns", |b| {
         b.iter(|| transcript::parse(black_box(&framed)))
+    });
+
+    // The grounding check, as a compaction runs it: the sources of the body, then every item.
+    let summary = summarize(&turns, &caps, 1500, &estimate_tokens).render();
+    c.bench_function("ground_summary_200_turns", |b| {
+        b.iter(|| {
+            let grounder = Grounder::from_turns(black_box(&turns), &["Wren"]);
+            grounding::ground_summary(black_box(&summary), &grounder)
+        })
+    });
+    let invented: String = (0..20)
+        .map(|i| {
+            format!(
+                "- Zorbath{i} sold the ribbon for {} silver on 2031-03-{:02} [#{}]\n",
+                9000 + i,
+                i + 1,
+                (i * 7) % 200
+            )
+        })
+        .collect();
+    let inventing = format!("## Topic arc\n{invented}## Decisions\n(none)");
+    c.bench_function("ground_summary_200_turns_20_invented", |b| {
+        b.iter(|| {
+            let grounder = Grounder::from_turns(black_box(&turns), &["Wren"]);
+            grounding::ground_summary(black_box(&inventing), &grounder)
+        })
+    });
+    let long: Vec<Turn> = (0..3u64)
+        .flat_map(|k| {
+            turns.iter().map(move |t| Turn {
+                seq: t.seq + k * 1_000,
+                ..t.clone()
+            })
+        })
+        .collect();
+    c.bench_function("ground_summary_600_turns", |b| {
+        b.iter(|| {
+            let grounder = Grounder::from_turns(black_box(&long), &["Wren"]);
+            grounding::ground_summary(black_box(&summary), &grounder)
+        })
     });
 
     let client = BuiltinClient::new();

@@ -118,6 +118,22 @@ async fn sleep_compaction_commits_an_llm_summary() {
     assert_eq!(synthesis.len(), 1);
     assert_eq!(synthesis[0].importance, 7);
     assert_eq!(synthesis[0].content, SUMMARY);
+    // Every item held up against the turns it cites: committed as written, and counted.
+    let grounding = report.grounding.expect("an LLM summary is checked");
+    assert_eq!(
+        (grounding.repaired, grounding.dropped),
+        (0, 0),
+        "{grounding:?}"
+    );
+    assert!(grounding.kept >= 5, "{grounding:?}");
+    // The chat prompt shows the summary without its citations, counted as shown.
+    assert_eq!(
+        summary.tokens,
+        counter().count_message(&somna_core::Message::new(
+            somna_core::Role::System,
+            somna_llm::grounding::cite::strip_all(&summary.content)
+        ))
+    );
     assert_eq!(synthesis[0].covers, Some((0, meta.covers_through_seq)));
     let events = store.events(&agent, 10).unwrap();
     assert!(
