@@ -30,6 +30,7 @@ pub use claims::{Claim, Evidence, claims};
 pub use somna_core::GroundingCounts;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::OnceLock;
 
 use somna_core::{JournalEntry, Role};
 
@@ -89,8 +90,8 @@ struct Source {
 }
 
 impl Source {
-    fn evidence(&self) -> Evidence {
-        let mut e = Evidence::new();
+    /// Adds what this source supports to `e`.
+    fn add_to(&self, e: &mut Evidence) {
         for line in &self.lines {
             e.add_text(&line.text);
         }
@@ -100,7 +101,6 @@ impl Source {
         if let Some(at) = &self.at {
             e.add_time(at);
         }
-        e
     }
 }
 
@@ -108,7 +108,9 @@ impl Source {
 #[derive(Debug, Clone, Default)]
 pub struct Grounder {
     sources: BTreeMap<u64, Vec<Source>>,
-    evidence: BTreeMap<u64, Evidence>,
+    /// What each citable number supports, built the first time it is needed (an item that holds up
+    /// needs only what it cites).
+    evidence: BTreeMap<u64, OnceLock<Evidence>>,
     /// Names every item may use (the agent's own), nothing else.
     known: Evidence,
     /// Words the sources write in lower case: a sentence's capitalized first word that is one of
@@ -226,18 +228,20 @@ impl Grounder {
                 }
             }
         }
-        self.evidence = self
-            .sources
-            .iter()
-            .map(|(k, list)| {
-                let mut e = self.known.clone();
-                for s in list {
-                    e.extend(&s.evidence());
-                }
-                (*k, e)
-            })
-            .collect();
+        self.evidence = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self
+    }
+
+    /// What citing `key` supports: its sources and the known names.
+    fn evidence_of(&self, key: u64) -> Option<&Evidence> {
+        let cell = self.evidence.get(&key)?;
+        Some(cell.get_or_init(|| {
+            let mut e = self.known.clone();
+            for s in self.sources.get(&key).into_iter().flatten() {
+                s.add_to(&mut e);
+            }
+            e
+        }))
     }
 
     /// True when `n` is something an item may cite.
@@ -273,15 +277,10 @@ impl Grounder {
         let missing: Vec<String> = if valid.is_empty() {
             claims.iter().map(ToString::to_string).collect()
         } else {
-            let mut e = self.known.clone();
-            for c in &valid {
-                if let Some(ev) = self.evidence.get(c) {
-                    e.extend(ev);
-                }
-            }
+            let cited: Vec<&Evidence> = valid.iter().filter_map(|c| self.evidence_of(*c)).collect();
             claims
                 .iter()
-                .filter(|c| !e.supports(c))
+                .filter(|c| !cited.iter().any(|e| e.supports(c)))
                 .map(ToString::to_string)
                 .collect()
         };
@@ -345,10 +344,13 @@ impl Grounder {
     fn one_source_of(&self, claims: &[Claim], text: &str) -> Option<u64> {
         let words = text::content_words(text);
         let need_words = if claims.is_empty() { 2 } else { 1 };
-        self.evidence
-            .iter()
-            .filter(|(_, e)| claims.iter().all(|c| e.supports(c)))
-            .map(|(k, _)| {
+        self.sources
+            .keys()
+            .filter(|k| {
+                self.evidence_of(**k)
+                    .is_some_and(|e| claims.iter().all(|c| e.supports(c)))
+            })
+            .map(|k| {
                 let shared = self.sources[k]
                     .iter()
                     .flat_map(|s| s.lines.iter())

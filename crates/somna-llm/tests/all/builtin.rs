@@ -6,6 +6,7 @@ use somna_core::config::{CompactionConfig, LlmConfig, Provider, SectionCaps, Too
 use somna_core::{JournalEntry, SourceType, Timestamp};
 use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
 use somna_llm::builtin::{JOURNAL_TOOL, estimate_tokens};
+use somna_llm::grounding::cite;
 use somna_llm::transcript::Turn;
 use somna_llm::{
     BuiltinClient, ChatMessage, ChatRequest, ChatResponse, LlmClient, Purpose, build_client,
@@ -120,11 +121,11 @@ async fn caps_named_in_the_instructions_are_honoured() {
     let text = prompts::read_summary(&response.text);
     let summary = StructuredSummary::parse(&text);
     for section in Section::ALL {
-        let tokens = estimate_tokens(&summary.section_body(section));
+        let tokens = estimate_tokens(&cite::strip_all(&summary.section_body(section)));
         assert!(tokens <= section.cap(&caps), "{section:?}: {tokens}");
         assert!(!summary.items(section).is_empty(), "{section:?} empty");
     }
-    assert!(estimate_tokens(&text) <= 600);
+    assert!(estimate_tokens(&cite::strip_all(&text)) <= 600);
 }
 
 #[tokio::test]
@@ -376,7 +377,7 @@ async fn merge_requests_fold_partial_summaries() {
     assert!(!decisions.contains("user: assistant:"), "{decisions}");
     for section in Section::ALL {
         assert!(
-            estimate_tokens(&merged.section_body(section)) <= section.cap(&caps),
+            estimate_tokens(&cite::strip_all(&merged.section_body(section))) <= section.cap(&caps),
             "{section:?}"
         );
     }

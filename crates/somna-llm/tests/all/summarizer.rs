@@ -7,6 +7,7 @@
 use somna_core::config::SectionCaps;
 use somna_llm::builtin::estimate_tokens;
 use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
+use somna_llm::grounding::cite;
 use somna_llm::transcript::{self, Turn};
 use somna_testkit::fixtures::ExpectedItem;
 use somna_testkit::{transcript_200, transcript_200_expect};
@@ -99,7 +100,7 @@ fn sections_and_total_stay_within_caps() {
     let caps = SectionCaps::default();
     let s = summary();
     for section in Section::ALL {
-        let tokens = estimate_tokens(&s.section_body(section));
+        let tokens = estimate_tokens(&cite::strip_all(&s.section_body(section)));
         assert!(
             tokens <= section.cap(&caps),
             "{section:?}: {tokens} > {}",
@@ -107,7 +108,7 @@ fn sections_and_total_stay_within_caps() {
         );
         assert!(!s.items(section).is_empty(), "{section:?} is empty");
     }
-    let total = estimate_tokens(&s.render());
+    let total = estimate_tokens(&cite::strip_all(&s.render()));
     assert!(total <= MAX_TOKENS, "total {total} > {MAX_TOKENS}");
 }
 
@@ -136,13 +137,13 @@ fn rendered_summary_snapshot() {
             "{}: {} items, {} / {} tokens\n",
             section.title(),
             s.items(section).len(),
-            estimate_tokens(&s.section_body(section)),
+            estimate_tokens(&cite::strip_all(&s.section_body(section))),
             section.cap(&caps)
         ));
     }
     report.push_str(&format!(
         "total: {} / {MAX_TOKENS} tokens\n\n",
-        estimate_tokens(&s.render())
+        estimate_tokens(&cite::strip_all(&s.render()))
     ));
     report.push_str(&s.render());
     insta::assert_snapshot!(report);
@@ -176,9 +177,9 @@ fn rolling_summary_folds_the_first_half_into_the_second() {
     assert!(contains(&facts, "daughter"), "{facts}");
     for section in Section::ALL {
         assert!(
-            estimate_tokens(&s.section_body(section)) <= section.cap(&caps),
+            estimate_tokens(&cite::strip_all(&s.section_body(section))) <= section.cap(&caps),
             "{section:?}"
         );
     }
-    assert!(estimate_tokens(&s.render()) <= MAX_TOKENS);
+    assert!(estimate_tokens(&cite::strip_all(&s.render())) <= MAX_TOKENS);
 }

@@ -8,7 +8,7 @@ use somna_core::config::{AgentConfig, CompactionConfig};
 use somna_core::message::Message;
 use somna_core::tokens::TokenCounter;
 use somna_llm::LlmError;
-use somna_llm::grounding::{self, GroundedSummary, Grounder};
+use somna_llm::grounding::{self, GroundedSummary, Grounder, cite};
 use somna_llm::prompts;
 use somna_llm::transcript::Turn;
 
@@ -71,12 +71,41 @@ impl Compactor {
         let mut parts = Vec::new();
         // The server's own count of the last answer's tokens, when it reports one.
         let mut server_tokens = None;
-        for chunk in plan.summarizer_chunks(history, counter) {
+        let chunks = plan.summarizer_chunks(history, counter);
+        let chunked = chunks.len() > 1;
+        let grounder = chunked.then(|| body_grounder(plan, history, config));
+        let mut failed_parts = Vec::new();
+        // Items the parts' checks dropped: counted with the final summary's.
+        let mut part_dropped = 0;
+        for chunk in chunks {
             let (text, completion) = self
                 .ask(prompts::summary_request(&model, cfg, &chunk))
                 .await?;
             server_tokens = completion;
-            parts.push(text);
+            // A part is checked before it is merged: the merge works from what holds up, and a
+            // part with nothing that does is left out.
+            match &grounder {
+                Some(g) => {
+                    let part = grounding::ground_summary(&text, g);
+                    part_dropped += part.counts.dropped;
+                    if part.counts.committed() > 0 {
+                        parts.push(part.text);
+                    } else {
+                        failed_parts.extend(part.examples);
+                    }
+                }
+                None => parts.push(text),
+            }
+        }
+        if parts.is_empty() {
+            return Err(SummaryFailure::Invalid(format!(
+                "no part of it holds up against the turns it cites ({})",
+                failed_parts
+                    .into_iter()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )));
         }
         let mut rounds = 0;
         while parts.len() > 1 {
@@ -101,7 +130,7 @@ impl Compactor {
             parts = merged;
         }
         let text = parts.pop().unwrap_or_default();
-        let grounded = self.ground(&text, plan, history, config);
+        let mut grounded = self.ground(&text, plan, history, config);
         if grounded.counts.committed() == 0 && grounded.counts.total() > 0 {
             return Err(SummaryFailure::Invalid(format!(
                 "none of its {} items holds up against the turns it cites ({})",
@@ -112,6 +141,7 @@ impl Compactor {
         // The server counted its answer; a repaired answer is another text.
         let server_tokens = server_tokens.filter(|_| grounded.text == text);
         validate_summary(&grounded.text, plan, cfg, counter, server_tokens)?;
+        grounded.counts.dropped += part_dropped;
         Ok(Summary {
             text: grounded.text,
             grounding: grounded.counts,
@@ -164,7 +194,8 @@ fn validate_summary(
     if text.trim().is_empty() {
         return Err(SummaryFailure::Invalid("empty".into()));
     }
-    let tokens = u64::from(counter.count_text(text));
+    // Measured as the prompt shows it: without the items' citations.
+    let tokens = u64::from(counter.count_text(&cite::strip_all(text)));
     if tokens >= plan.body_tokens {
         return Err(SummaryFailure::Invalid(format!(
             "{tokens} tokens, not smaller than the {} tokens it replaces",

@@ -64,6 +64,9 @@ pub(super) struct Candidate {
     pub(super) sentence: Option<usize>,
     /// Content words, for near-duplicate detection.
     pub(super) words: BTreeSet<String>,
+    /// The turns it cites: written after it in the summary, never counted against a cap (the
+    /// prompt does not show them).
+    pub(super) cites: Vec<u64>,
 }
 
 pub(super) struct Input<'a> {
@@ -231,7 +234,8 @@ impl<'a> Input<'a> {
         let s = &self.sentences[index];
         Candidate {
             words: text::content_words(&s.text),
-            text: cite::with_marker(&text, &[self.turns[s.turn].seq]),
+            text,
+            cites: vec![self.turns[s.turn].seq],
             score,
             order: (1, s.turn, index),
             sentence: Some(index),
@@ -247,11 +251,12 @@ impl<'a> Input<'a> {
             .map(|(i, item)| {
                 // Scored and compared without its day, which every item of that day shares, and
                 // without its citation.
-                let bare = cite::strip(item);
+                let (bare, cites) = cite::split(item);
                 let said = day_of(&bare).map_or(bare.as_str(), |day| &bare[day.len() + 3..]);
                 let entity_score = text::entity_runs(said).len().min(3) as f64;
                 Candidate {
-                    text: item.clone(),
+                    cites,
+                    text: bare.clone(),
                     score: bonus + entity_score + if text::has_number(said) { 1.0 } else { 0.0 },
                     order: (0, 0, i),
                     sentence: None,
@@ -353,7 +358,8 @@ impl<'a> Input<'a> {
                     0.0
                 };
                 Candidate {
-                    text: cite::with_marker(name, &[self.turns[*first].seq]),
+                    text: name.clone(),
+                    cites: vec![self.turns[*first].seq],
                     score: 2.0 * f64::from(*mentions) + kind_bonus,
                     order: (1, *first, 0),
                     sentence: None,

@@ -49,7 +49,8 @@ use summary::{render_items, shown_days};
 
 /// Summarizes `turns` extractively: each section within its cap of `caps` (scaled down together when they
 /// and the headings would not fit `max_tokens`), the rendered whole within `max_tokens`, token counts by
-/// `count`. Deterministic: the same turns give the same summary.
+/// `count` of the text without its citations (each item cites the turns it quotes; the prompt does
+/// not show citations, so they are written after the caps are met). Deterministic: the same turns give the same summary.
 pub fn summarize(
     turns: &[Turn],
     caps: &SectionCaps,
@@ -239,10 +240,8 @@ impl Builder<'_> {
                 .cloned()
                 .unwrap_or_default();
             let line = |names: &[String]| Candidate {
-                text: cite::with_marker(
-                    &format!("{ALSO_MENTIONED}{}.", names.join(", ")),
-                    &input.cites_of_names(names),
-                ),
+                text: format!("{ALSO_MENTIONED}{}.", names.join(", ")),
+                cites: input.cites_of_names(names),
                 score: f64::MAX,
                 order: (2, usize::MAX, 0),
                 sentence: None,
@@ -314,8 +313,17 @@ impl Builder<'_> {
         summary
     }
 
+    /// The summary as written: each item followed by the turns it cites.
     fn finish(self) -> StructuredSummary {
-        self.snapshot()
+        let mut summary = StructuredSummary::default();
+        for (section, items) in &self.chosen {
+            let texts: Vec<String> = items
+                .iter()
+                .map(|c| cite::with_marker(&c.text, &c.cites))
+                .collect();
+            *summary.items_mut(*section) = shown_days(&texts);
+        }
+        summary
     }
 }
 
@@ -534,13 +542,15 @@ mod tests {
             (SectionCaps::default(), 60),
         ] {
             let s = summarize(&turns, &caps, max, &len4);
+            // Caps hold for what the prompt shows: the text without its citations.
+            let shown = |text: &str| len4(&cite::strip_all(text));
             for section in Section::ALL {
                 let body = s.section_body(section);
                 if !s.items(section).is_empty() {
-                    assert!(len4(&body) <= section.cap(&caps), "{section:?} {body:?}");
+                    assert!(shown(&body) <= section.cap(&caps), "{section:?} {body:?}");
                 }
             }
-            assert!(len4(&s.render()) <= max, "{max}: {}", s.render());
+            assert!(shown(&s.render()) <= max, "{max}: {}", s.render());
         }
     }
 
