@@ -130,6 +130,7 @@ impl Compactor {
                 Ok(Committed::Conflict(format!("message #{seq}: {reason}")))
             }
             CommitOutcome::Committed { .. } => {
+                self.index_in_background(req.agent);
                 let count = self
                     .store
                     .agent(req.agent)?

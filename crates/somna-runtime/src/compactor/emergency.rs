@@ -54,6 +54,7 @@ impl Compactor {
             if let CommitOutcome::Committed { .. } =
                 self.store.commit_masking(req.agent, masks, req.now)?
             {
+                self.index_in_background(req.agent);
                 let usage = usage_of(&self.store)?;
                 let tokens_after = usage.tokens;
                 tracing::info!(agent = %req.agent, masked, "emergency: masked old tool outputs");

@@ -195,6 +195,24 @@ impl Compactor {
         Ok(self.store.uncompact(agent, summary_seq, now)?)
     }
 
+    /// Indexes what a commit archived for search, off the compaction's path: on a blocking thread
+    /// of the tokio runtime when there is one (the agent is free again meanwhile; a search that
+    /// comes first catches up itself, under the same lock), else at once. A failure is logged:
+    /// the commit stands and the next search catches up.
+    pub(super) fn index_in_background(&self, agent: &AgentId) {
+        let store = self.store.clone();
+        let agent = agent.clone();
+        let work = move || {
+            if let Err(e) = store.index_archive(&agent) {
+                tracing::warn!(agent = %agent, error = %e, "could not index the archive; the next search will");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => drop(handle.spawn_blocking(work)),
+            Err(_) => work(),
+        }
+    }
+
     /// The agent's calibration factor for [`Usage`], from its stored record.
     pub(super) fn calibration(
         &self,

@@ -141,7 +141,6 @@ impl Store {
             "compaction committed"
         );
         state.publish(&mut guard, next);
-        self.index_after_commit(id, &guard);
         Ok(CommitOutcome::Committed {
             summary_seq: summary.seq,
             journal_ids,

@@ -107,7 +107,6 @@ impl Store {
         }
         tracing::debug!(agent = %id, masked = count, "masking committed");
         state.publish(&mut guard, next);
-        self.index_after_commit(id, &guard);
         Ok(CommitOutcome::Committed {
             summary_seq: first_seq,
             journal_ids: Vec::new(),
