@@ -32,7 +32,8 @@ impl Period {
     }
 }
 
-const MONTHS: [&str; 12] = [
+/// The months' names, lower case, January first.
+pub const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

@@ -51,20 +51,7 @@ impl fmt::Display for Claim {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
+use somna_core::retrieval::when::MONTHS;
 
 const WEEKDAYS: [&str; 7] = [
     "monday",

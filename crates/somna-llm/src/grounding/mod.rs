@@ -556,14 +556,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
             None => ("", line),
         };
         let checked = grounder.check(item);
-        match checked.verdict {
-            Verdict::Kept => counts.kept += 1,
-            Verdict::Repaired => counts.repaired += 1,
-            Verdict::Dropped => counts.dropped += 1,
-        }
-        if checked.verdict != Verdict::Kept && examples.len() < MAX_EXAMPLES {
-            examples.push(example(item, &checked));
-        }
+        tally(&mut counts, &mut examples, item, &checked);
         changed |= checked.verdict != Verdict::Kept || checked.cited() != item;
         if checked.verdict != Verdict::Dropped {
             let line = format!("{bullet}{}", checked.cited());
@@ -610,19 +603,24 @@ pub fn ground_lines<'a>(
     let mut kept = Vec::new();
     for item in items {
         let checked = grounder.check(item);
-        match checked.verdict {
-            Verdict::Kept => counts.kept += 1,
-            Verdict::Repaired => counts.repaired += 1,
-            Verdict::Dropped => counts.dropped += 1,
-        }
-        if checked.verdict != Verdict::Kept && examples.len() < MAX_EXAMPLES {
-            examples.push(example(item, &checked));
-        }
+        tally(&mut counts, &mut examples, item, &checked);
         if checked.verdict != Verdict::Dropped {
             kept.push(checked);
         }
     }
     (kept, counts, examples)
+}
+
+/// Counts what the check did with `item`, and keeps it as an example when it was not kept.
+fn tally(counts: &mut GroundingCounts, examples: &mut Vec<String>, item: &str, checked: &Checked) {
+    match checked.verdict {
+        Verdict::Kept => counts.kept += 1,
+        Verdict::Repaired => counts.repaired += 1,
+        Verdict::Dropped => counts.dropped += 1,
+    }
+    if checked.verdict != Verdict::Kept && examples.len() < MAX_EXAMPLES {
+        examples.push(example(item, checked));
+    }
 }
 
 fn example(item: &str, checked: &Checked) -> String {
