@@ -91,6 +91,10 @@ pub struct RuntimeOptions {
     pub schedule_sleeps: bool,
     /// Semantic retrieval's embedder (`[embedder]`), if any.
     pub semantic: Option<crate::semantic::Semantic>,
+    /// The bus to publish on: subscribe to it before [`Runtime::start`] to see the agents' very
+    /// first events (their first tick may come before `start` returns). `None`: a new bus of
+    /// `event_capacity`.
+    pub events: Option<EventBus>,
 }
 
 impl Default for RuntimeOptions {
@@ -101,6 +105,7 @@ impl Default for RuntimeOptions {
             event_capacity: 4096,
             schedule_sleeps: true,
             semantic: None,
+            events: None,
         }
     }
 }
@@ -202,7 +207,10 @@ impl Runtime {
             inner: Arc::new(Inner {
                 store: store.clone(),
                 compactor,
-                events: EventBus::new(options.event_capacity),
+                events: options
+                    .events
+                    .clone()
+                    .unwrap_or_else(|| EventBus::new(options.event_capacity)),
                 clock: options.clock,
                 agents: RwLock::new(HashMap::new()),
                 arbiters,

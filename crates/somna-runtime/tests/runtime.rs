@@ -485,8 +485,20 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     assert!(persona_tokens as f64 / f64::from(window) > 0.8);
     let mut cfg = config(&[("smith", window, "")]);
     cfg.agents[0].persona = persona;
-    let runtime = start(cfg, &store, summarizer(&stub));
-    let mut rx = runtime.subscribe();
+    // Subscribed before the start: the agent's first tick (the emergency) may come before
+    // `start` returns.
+    let bus = somna_runtime::EventBus::new(4096);
+    let mut rx = bus.subscribe();
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        summarizer(&stub),
+        RuntimeOptions {
+            events: Some(bus),
+            ..options(false)
+        },
+    )
+    .unwrap();
     let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::EmergencyStuck { .. })
     })

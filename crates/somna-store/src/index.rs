@@ -676,6 +676,10 @@ impl Store {
     /// watermarks would write (for `check_invariants`): `None` when it does not, else one line
     /// naming the first difference and how many keys differ.
     pub(crate) fn index_difference(&self, id: &AgentId) -> Result<Option<String>> {
+        // Under the agent's lock, as every catch-up runs: the watermarks and the keys read here
+        // are one state (the runtime indexes in the background after a commit).
+        let state = self.state(id)?;
+        let _guard = state.lock();
         let tree = &self.inner.trees.terms;
         let meta = meta_key(id);
         let marks = match tree.get(&meta)? {
