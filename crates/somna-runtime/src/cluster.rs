@@ -406,7 +406,7 @@ fn subscribe(
     wake: std::sync::mpsc::Sender<()>,
 ) -> bool {
     let handle = runtime.inner.jobs.handle.clone();
-    let url = section.nats_url.clone();
+    let url = section.nats_url.expose().to_string();
     let connected = handle.block_on(async move {
         let client = tokio::time::timeout(Duration::from_secs(5), async_nats::connect(url)).await;
         match client {

@@ -791,8 +791,9 @@ pub struct ClusterSection {
     #[serde(with = "humantime_serde")]
     pub poll_every: Duration,
     /// NATS server for inbox wake-ups and event fan-out (`nats://127.0.0.1:4222`); empty: none
-    /// (inputs then arrive within `poll_every`).
-    pub nats_url: String,
+    /// (inputs then arrive within `poll_every`). Its password never shows in logs or
+    /// `check-config` (a [`DbUrl`]).
+    pub nats_url: DbUrl,
 }
 
 impl Default for ClusterSection {
@@ -806,7 +807,7 @@ impl Default for ClusterSection {
             renew_every: Duration::from_secs(3),
             acquire_per_round: 32,
             poll_every: Duration::from_secs(1),
-            nats_url: String::new(),
+            nats_url: DbUrl::default(),
         }
     }
 }
@@ -941,5 +942,20 @@ mod url_tests {
             assert!(!format!("{url:?}").contains("hunter2"));
             assert!(!serde_json::to_string(&url).unwrap().contains("hunter2"));
         }
+    }
+
+    #[test]
+    fn the_nats_url_never_shows_its_password_either() {
+        let cluster = ClusterSection {
+            nats_url: DbUrl::new("nats://somna:hunter2@127.0.0.1:4222"),
+            ..ClusterSection::default()
+        };
+        assert_eq!(
+            cluster.nats_url.expose(),
+            "nats://somna:hunter2@127.0.0.1:4222"
+        );
+        assert!(format!("{cluster:?}").contains("nats://somna:***@127.0.0.1:4222"));
+        assert!(!format!("{cluster:?}").contains("hunter2"));
+        assert!(!serde_json::to_string(&cluster).unwrap().contains("hunter2"));
     }
 }

@@ -547,7 +547,7 @@ pub(crate) fn check_cluster(cluster: &ClusterSection) -> Vec<Finding> {
     if cluster.poll_every.is_zero() {
         findings.push(finding("poll_every", "must be above zero"));
     }
-    if !cluster.nats_url.is_empty() && !cluster.nats_url.starts_with("nats://") {
+    if !cluster.nats_url.is_empty() && !cluster.nats_url.expose().starts_with("nats://") {
         findings.push(finding(
             "nats_url",
             "must start with nats:// (e.g. \"nats://127.0.0.1:4222\"), or be empty for none",
