@@ -59,6 +59,10 @@ fn bench(c: &mut Criterion) {
             grounding::ground_summary(black_box(&inventing), &grounder)
         })
     });
+    // What every chat prompt does to a stored summary: its citations removed.
+    c.bench_function("strip_summary_citations", |b| {
+        b.iter(|| grounding::cite::strip_all(black_box(&summary)))
+    });
     let long: Vec<Turn> = (0..3u64)
         .flat_map(|k| {
             turns.iter().map(move |t| Turn {

@@ -408,7 +408,13 @@ fn subscribe(
     let handle = runtime.inner.jobs.handle.clone();
     // Credentials go to the client apart from the URL: async-nats logs the URL it connects to
     // (at debug level), password included.
-    let (url, credentials) = split_credentials(section.nats_url.expose());
+    let url = section.nats_url.expose();
+    let credentials = somna_core::config::url_credentials(url)
+        .map(|c| (c.bare_url(), c.user.to_string(), c.password.to_string()));
+    let (url, credentials) = match credentials {
+        Some((bare, user, password)) => (bare, Some((user, password))),
+        None => (url.to_string(), None),
+    };
     let connected = handle.block_on(async move {
         let options = match credentials {
             Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
@@ -561,42 +567,4 @@ fn deliver(runtime: &Runtime) -> Result<usize, somna_store::StoreError> {
         }
     }
     Ok(delivered)
-}
-
-/// `nats://user:password@host:4222` → (`nats://host:4222`, `Some((user, password))`); a URL
-/// without a password comes back as it is.
-fn split_credentials(url: &str) -> (String, Option<(String, String)>) {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return (url.to_string(), None);
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority
-        .rsplit_once('@')
-        .and_then(|(userinfo, host)| Some((userinfo.split_once(':')?, host)))
-    {
-        Some(((user, password), host)) => (
-            format!("{scheme}://{host}{tail}"),
-            Some((user.to_string(), password.to_string())),
-        ),
-        None => (url.to_string(), None),
-    }
-}
-
-#[cfg(test)]
-mod credential_tests {
-    #[test]
-    fn nats_credentials_leave_the_url() {
-        assert_eq!(
-            super::split_credentials("nats://somna:hunter2@127.0.0.1:4222"),
-            (
-                "nats://127.0.0.1:4222".to_string(),
-                Some(("somna".to_string(), "hunter2".to_string()))
-            )
-        );
-        assert_eq!(
-            super::split_credentials("nats://127.0.0.1:4222"),
-            ("nats://127.0.0.1:4222".to_string(), None)
-        );
-    }
 }

@@ -78,13 +78,9 @@ fn invented(
 
 #[tokio::test]
 async fn real_grounding_on_a_planted_village() {
-    if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
-        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
+    let Some((base_url, model)) = real_llm() else {
         return;
-    }
-    let base_url =
-        std::env::var("SOMNA_REAL_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:8089/v1".into());
-    let model = std::env::var("SOMNA_REAL_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    };
     let village = planted_village(300);
     let persona = "You are Wren, the steward of Millbrook, who keeps the village ledgers.";
     let mut evidence = Evidence::new();

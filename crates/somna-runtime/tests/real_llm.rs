@@ -61,13 +61,9 @@ impl LlmClient for Timed {
 
 #[tokio::test]
 async fn real_sleep_compactions_structured_vs_plain() {
-    if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
-        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
+    let Some((base_url, model)) = real_llm() else {
         return;
-    }
-    let base_url =
-        std::env::var("SOMNA_REAL_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:8089/v1".into());
-    let model = std::env::var("SOMNA_REAL_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    };
     let runs: usize = std::env::var("SOMNA_REAL_LLM_RUNS")
         .ok()
         .and_then(|n| n.parse().ok())

@@ -667,18 +667,8 @@ impl fmt::Display for DbUrl {
 /// the query string or of a key=value connection string. Anything without a password is returned
 /// as it is.
 pub fn redact_url(url: &str) -> String {
-    let mut out = match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-            let (authority, tail) = rest.split_at(authority_end);
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => match userinfo.split_once(':') {
-                    Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-                    None => url.to_string(),
-                },
-                None => url.to_string(),
-            }
-        }
+    let mut out = match url_credentials(url) {
+        Some(c) => format!("{}://{}:***@{}", c.scheme, c.user, c.rest),
         None => url.to_string(),
     };
     // `password=…` up to the next `&` or white space.
@@ -692,6 +682,37 @@ pub fn redact_url(url: &str) -> String {
         searched = start + 3;
     }
     out
+}
+
+/// The parts of `scheme://user:password@host…` around its credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlCredentials<'a> {
+    pub scheme: &'a str,
+    pub user: &'a str,
+    pub password: &'a str,
+    /// `host…`: what follows the `@`.
+    pub rest: &'a str,
+}
+
+impl UrlCredentials<'_> {
+    /// The URL without its credentials: `scheme://host…`.
+    pub fn bare_url(&self) -> String {
+        format!("{}://{}", self.scheme, self.rest)
+    }
+}
+
+/// The credentials of `scheme://user:password@host…`; `None` when the URL carries no password.
+pub fn url_credentials(url: &str) -> Option<UrlCredentials<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (userinfo, _) = rest[..authority_end].rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':')?;
+    Some(UrlCredentials {
+        scheme,
+        user,
+        password,
+        rest: &rest[userinfo.len() + 1..],
+    })
 }
 
 /// The default `[store] cache_mb`: sled's page cache in MiB.
@@ -942,6 +963,15 @@ mod url_tests {
             assert!(!format!("{url:?}").contains("hunter2"));
             assert!(!serde_json::to_string(&url).unwrap().contains("hunter2"));
         }
+    }
+
+    #[test]
+    fn credentials_are_found_apart_from_the_url() {
+        let c = url_credentials("nats://somna:hunter2@127.0.0.1:4222/x").unwrap();
+        assert_eq!((c.user, c.password), ("somna", "hunter2"));
+        assert_eq!(c.bare_url(), "nats://127.0.0.1:4222/x");
+        assert_eq!(url_credentials("nats://127.0.0.1:4222"), None);
+        assert_eq!(url_credentials("nats://somna@127.0.0.1:4222"), None);
     }
 
     #[test]

@@ -634,18 +634,6 @@ impl Evidence {
             Claim::Lead(w) => self.words.contains(w),
         }
     }
-
-    /// Adds everything `other` supports.
-    pub fn extend(&mut self, other: &Evidence) {
-        self.words.extend(other.words.iter().cloned());
-        self.numbers.extend(other.numbers.iter().cloned());
-        self.ids.extend(other.ids.iter().cloned());
-        self.days.extend(other.days.iter().cloned());
-        self.month_days.extend(other.month_days.iter().copied());
-        self.months.extend(other.months.iter().copied());
-        self.weekdays.extend(other.weekdays.iter().copied());
-        self.times.extend(other.times.iter().cloned());
-    }
 }
 
 /// The weekday of a date (0 = Monday), by Sakamoto's method.
