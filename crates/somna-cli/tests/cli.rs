@@ -373,13 +373,14 @@ fn send_refuses_input_over_the_limit() {
     std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
     let o = somna(dir.path(), &["create", "smith"]);
     assert!(o.status.success(), "{}", text(&o));
-    // (0.8 × 2000 − 500 − 0.2 × 2000) / 2 = 350 tokens.
+    // (0.8 × 2000 − 500 − 744) / 2 = 178 tokens: the working budget at a 2,000-token window is
+    // half the prompt budget (1,488 / 2), above its 20% share.
     let big = "The miller's cart lost a wheel by the north gate. ".repeat(200);
     let o = somna(dir.path(), &["send", "smith", &big]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
     assert!(
-        t.contains("above this agent's limit of 350 (compaction.max_input_tokens)"),
+        t.contains("above this agent's limit of 178 (compaction.max_input_tokens)"),
         "{t}"
     );
     let o = somna(dir.path(), &["history", "smith", "--json"]);
@@ -636,17 +637,25 @@ fn the_embedder_indexes_the_archive_and_each_input_over_the_wire() {
         serde_json::json!(["What about the ferry?"])
     );
 
-    // Nothing archived since the import: a sleep embeds nothing new.
+    // A sleep embeds only what was archived since the last embedding: what its own compaction
+    // archived (if the import left the agent above the sleep threshold), never the import's
+    // again; the next sleep, with nothing archived since, embeds nothing.
     let before = stub.request_count();
     let o = with(&["sleep", "smith", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
-    let archive_requests = stub
+    let sleep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sent: usize = stub
         .requests()
         .iter()
         .skip(before)
-        .filter(|r| r.path == "/v1/embeddings")
-        .count();
-    assert_eq!(archive_requests, 0, "{}", text(&o));
+        .map(|r| r.body["input"].as_array().map_or(0, Vec::len))
+        .sum();
+    let archived = sleep["compaction"]["compacted"].as_u64().unwrap_or(0) as usize;
+    assert!(sent <= archived, "{sent} > {archived}: {}", text(&o));
+    let before = stub.request_count();
+    let o = with(&["sleep", "smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(stub.request_count(), before, "{}", text(&o));
 
     // A failing embedder: the prompt still comes (keywords alone); an import says why it failed.
     stub.set_embeddings(somna_testkit::Embeddings::Status(503));

@@ -506,3 +506,48 @@ mod properties {
         }
     }
 }
+
+/// The tail a compaction keeps is at most half the room it has below the sleep threshold (beside
+/// the fixed prompt and a full summary), never fewer than the latest 4 messages; at small windows
+/// the working context's budget has a floor.
+#[test]
+fn the_tail_is_cut_to_half_its_room_and_the_note_keeps_a_floor() {
+    let counter = TokenCounter::for_model("gpt-4o");
+    let tail_of = |spec: &str, fixed_tokens: u64, preserve_messages: u32| {
+        let history = history(spec);
+        let mut c = cfg();
+        c.preserve_messages = preserve_messages;
+        let outcome = plan(
+            &PlanRequest {
+                history: &history,
+                fixed_tokens,
+                trigger: Trigger::Sleep,
+                calibration: 1.0,
+            },
+            &c,
+            &counter,
+        );
+        match outcome {
+            PlanOutcome::Plan(p) => (p.tail.len(), p.tail_tokens),
+            other => panic!("{}", other.describe(&history)),
+        }
+    };
+    // (0.7 × 1,000 − 400 − 100) / 2 = 100 tokens: 5 of the 10 messages the ratio (200) would keep.
+    assert_eq!(cfg().tail_cap(400), 100);
+    assert_eq!(tail_of("u20*30", 400, 4), (5, 100));
+    // Nothing fixed: the cap (300) is above the preserve window, which keeps its 10 messages.
+    assert_eq!(tail_of("u20*40", 0, 4), (10, 200));
+    // A cap of one message: the floor keeps the latest 4, though 6 were asked for by count.
+    assert_eq!(tail_of("u60*12", 400, 6), (4, 240));
+
+    let mut c = CompactionConfig::default();
+    c.max_context_tokens = 2000;
+    // 20% of 2,000 is 400; half the prompt budget (2,000 − 512) is 744.
+    assert_eq!(c.working_budget(), 744);
+    c.max_context_tokens = 8192;
+    assert_eq!(c.working_budget(), 1638);
+    c.max_context_tokens = 3840;
+    assert_eq!(c.working_budget(), 768);
+    c.working_share = 0.0;
+    assert_eq!(c.working_budget(), 0, "0 turns the working context off");
+}

@@ -468,8 +468,9 @@ async fn the_emergency_ladder_ends_below_the_threshold_with_the_llm_unreachable(
     // A summary cap so large that the extractive summary alone cannot end the emergency.
     cfg.compaction.summary_max_tokens = 1500;
     let counter = counter();
-    // The persona and the working context take more than half of the window.
-    let fixed_tokens = 900;
+    // The persona and the working context take more than half of the window (so much that the
+    // tail a compaction keeps is its floor, the latest 4 messages).
+    let fixed_tokens = 1050;
     let mut i = 0;
     while ((fixed_tokens + store.usage_tokens(&agent).unwrap()) as f64) < 0.91 * 1700.0 {
         let mut m = if i % 2 == 0 {

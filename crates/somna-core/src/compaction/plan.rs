@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::config::CompactionConfig;
+use crate::config::{CompactionConfig, MIN_TAIL_MESSAGES};
 use crate::message::{Message, MessageKind, Role};
 use crate::record::Trigger;
 use crate::tokens::TokenCounter;
@@ -167,7 +167,8 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
 
     let groups = ToolGroups::new(history);
     let head_end = groups.cut_forward((cfg.head_size as usize).min(history.len()));
-    let mut tail_start = preserve_start(history, cfg, true);
+    let cap = cfg.tail_cap(req.fixed_tokens);
+    let mut tail_start = preserve_start(history, cfg, true, cap);
     let mut tail_shrunk = false;
     if req.trigger == Trigger::Emergency {
         // The tail must leave room: if the prompt would still be over the emergency threshold with a
@@ -185,7 +186,7 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
             .fraction()
         };
         if projected(groups.cut_backward(tail_start, head_end)) >= cfg.emergency_threshold {
-            let by_ratio = preserve_start(history, cfg, false);
+            let by_ratio = preserve_start(history, cfg, false, cap);
             if by_ratio > tail_start {
                 tail_start = by_ratio;
                 tail_shrunk = true;
@@ -363,19 +364,26 @@ fn sum_tokens(messages: &[Message]) -> u64 {
 }
 
 /// Where the preserve window starts: by count and (if `by_count`) the larger of the two windows.
-fn preserve_start(history: &[Message], cfg: &CompactionConfig, by_count: bool) -> usize {
-    let budget = (cfg.preserve_ratio * f64::from(cfg.max_context_tokens)) as u64;
-    let mut start = history.len();
-    let mut used = 0u64;
-    while start > 0 && used + u64::from(history[start - 1].tokens) <= budget {
-        used += u64::from(history[start - 1].tokens);
-        start -= 1;
-    }
-    if by_count {
+/// Never more than `cap` tokens (see [`CompactionConfig::tail_cap`]), unless the latest
+/// [`MIN_TAIL_MESSAGES`] alone take more.
+fn preserve_start(history: &[Message], cfg: &CompactionConfig, by_count: bool, cap: u64) -> usize {
+    let tokens_from = |budget: u64| {
+        let mut start = history.len();
+        let mut used = 0u64;
+        while start > 0 && used + u64::from(history[start - 1].tokens) <= budget {
+            used += u64::from(history[start - 1].tokens);
+            start -= 1;
+        }
+        start
+    };
+    let start = tokens_from((cfg.preserve_ratio * f64::from(cfg.max_context_tokens)) as u64);
+    let start = if by_count {
         start.min(history.len().saturating_sub(cfg.preserve_messages as usize))
     } else {
         start
-    }
+    };
+    let floor = history.len().saturating_sub(MIN_TAIL_MESSAGES);
+    start.max(tokens_from(cap).min(floor))
 }
 
 /// Which masked indices and chunks the summarizer gets for `body`.

@@ -190,6 +190,13 @@ pub struct CompactionConfig {
     pub working_share: f64,
 }
 
+/// The working context's reserved room at small windows: at least this many tokens, or half the
+/// prompt budget when that is less (see [`CompactionConfig::working_budget`]).
+pub const WORKING_FLOOR_TOKENS: u64 = 768;
+/// A compaction keeps at least this many of the latest messages verbatim, whatever
+/// [`CompactionConfig::tail_cap`] allows: the live tail's floor.
+pub const MIN_TAIL_MESSAGES: usize = 4;
+
 impl CompactionConfig {
     /// The most tokens a prompt may take: the window minus the reply's reserve.
     pub fn prompt_budget(&self) -> u64 {
@@ -233,14 +240,42 @@ impl CompactionConfig {
         }
     }
 
-    /// The working context's budget: `working_share` of the window, in tokens.
+    /// The working context's budget in tokens: `working_share` of the window, and at small
+    /// windows at least [`WORKING_FLOOR_TOKENS`] or half the prompt budget, whichever is less
+    /// (0 when `working_share` is 0). Below 3,840 tokens a fifth of the window leaves retrieval
+    /// a few hundred tokens beside the summary and the live tail, less than a keyword search
+    /// needs to find what a question asks about (docs/prompt.md, "How the room is split").
     pub fn working_budget(&self) -> u64 {
         let share = if self.working_share.is_finite() {
             self.working_share.clamp(0.0, 1.0)
         } else {
             0.0
         };
-        (share * f64::from(self.max_context_tokens)).floor() as u64
+        if share == 0.0 {
+            return 0;
+        }
+        let by_share = (share * f64::from(self.max_context_tokens)).floor() as u64;
+        by_share.max(WORKING_FLOOR_TOKENS.min(self.prompt_budget() / 2))
+    }
+
+    /// The most tokens a compaction keeps in the live tail when the agent's fixed prompt
+    /// (persona and working budget) takes `fixed_tokens`: half of the room the tail has below
+    /// the sleep threshold beside a full-size summary, so that a compaction always frees at
+    /// least half of what the tail may grow to before the next one. The preserve window
+    /// (`preserve_messages`, `preserve_ratio`) is cut to it, never below the latest
+    /// [`MIN_TAIL_MESSAGES`] messages. Binds only at small windows: 8,192 tokens leave the
+    /// tail ~2,700 tokens, above the default preserve window.
+    pub fn tail_cap(&self, fixed_tokens: u64) -> u64 {
+        let threshold = self.sleep_threshold.min(self.emergency_threshold);
+        let below = if threshold.is_finite() && threshold > 0.0 {
+            (threshold * f64::from(self.max_context_tokens)).floor() as u64
+        } else {
+            0
+        };
+        below
+            .saturating_sub(fixed_tokens)
+            .saturating_sub(u64::from(self.summary_cap()))
+            / 2
     }
 
     /// The largest input the agent accepts, in tokens: `max_input_tokens`, or when that is 0 the

@@ -276,8 +276,9 @@ fn check_input_limit(c: &CompactionConfig, report: &mut Reporter<'_>) {
     }
     let room = c.input_room();
     let formula = format!(
-        "emergency_threshold × max_context_tokens − the summary's cap − working_share × \
-         max_context_tokens = {} × {} − {} − {}",
+        "emergency_threshold × max_context_tokens − the summary's cap − the working context's \
+         budget (working_share × max_context_tokens, at small windows at least 768 or half the \
+         prompt budget) = {} × {} − {} − {}",
         c.emergency_threshold,
         c.max_context_tokens,
         c.summary_cap(),
@@ -344,8 +345,8 @@ fn check_persona(values: &AgentDefaults, report: &mut Reporter<'_>) {
     }
     let why = format!(
         "{room} tokens of the window can be compacted below the emergency threshold \
-         (emergency_threshold × max_context_tokens − the summary's cap − working_share × \
-         max_context_tokens); the largest input takes {input} of them (max_input_tokens), \
+         (emergency_threshold × max_context_tokens − the summary's cap − the working context's \
+         budget); the largest input takes {input} of them (max_input_tokens), \
          leaving {left} for the persona"
     );
     report.fail(&[
