@@ -16,10 +16,19 @@ pub const FORMAT_VERSION: u8 = 1;
 /// Encodes `value` for `tree`: the version byte, then named MessagePack.
 pub fn encode<T: Serialize + ?Sized>(tree: &'static str, value: &T) -> Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(128);
-    buf.push(FORMAT_VERSION);
-    rmp_serde::encode::write_named(&mut buf, value)
-        .map_err(|source| StoreError::Encode { tree, source })?;
+    encode_into(tree, value, &mut buf)?;
     Ok(buf)
+}
+
+/// [`encode`] into `buf` (cleared first), reusing its allocation.
+pub fn encode_into<T: Serialize + ?Sized>(
+    tree: &'static str,
+    value: &T,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    buf.clear();
+    buf.push(FORMAT_VERSION);
+    rmp_serde::encode::write_named(buf, value).map_err(|source| StoreError::Encode { tree, source })
 }
 
 /// Decodes the value stored under `key` in `tree`, checking the version byte first.

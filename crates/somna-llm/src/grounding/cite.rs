@@ -8,6 +8,41 @@ const MAX_RANGE: u64 = 50;
 pub fn split(item: &str) -> (String, Vec<u64>) {
     let mut text = String::with_capacity(item.len());
     let mut cites = Vec::new();
+    split_into(item, &mut text, &mut cites);
+    (text, cites)
+}
+
+/// The item's text without its markers.
+pub fn strip(item: &str) -> String {
+    split(item).0
+}
+
+/// Every marker of `text` removed, line by line (a summary's or an entry's whole text). One pass
+/// into one string: every chat prompt strips its summary.
+pub fn strip_all(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut cites = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if !line.contains("[#") && !line.contains("(#") {
+            out.push_str(line);
+            continue;
+        }
+        // A leading bullet's indent is kept.
+        let item = line.trim_start();
+        out.push_str(&line[..line.len() - item.len()]);
+        cites.clear();
+        split_into(item, &mut out, &mut cites);
+    }
+    out
+}
+
+/// Appends `item` without its markers to `out` (white space collapsed, no space before closing
+/// punctuation, trimmed) and the numbers they cite to `cites` (deduplicated).
+fn split_into(item: &str, out: &mut String, cites: &mut Vec<u64>) {
+    let mut tidy = Tidy::new(out);
     let mut rest = item;
     while let Some(start) = rest.find(['[', '(']) {
         let open = rest.as_bytes()[start];
@@ -16,7 +51,7 @@ pub fn split(item: &str) -> (String, Vec<u64>) {
         let inner_end = after.find(close);
         match inner_end.and_then(|end| marker_numbers(&after[..end])) {
             Some(numbers) => {
-                text.push_str(&rest[..start]);
+                tidy.push_str(&rest[..start]);
                 for n in numbers {
                     if !cites.contains(&n) {
                         cites.push(n);
@@ -25,32 +60,47 @@ pub fn split(item: &str) -> (String, Vec<u64>) {
                 rest = &after[inner_end.unwrap_or(0) + 1..];
             }
             None => {
-                text.push_str(&rest[..=start]);
+                tidy.push_str(&rest[..=start]);
                 rest = after;
             }
         }
     }
-    text.push_str(rest);
-    (tidy(&text), cites)
+    tidy.push_str(rest);
 }
 
-/// The item's text without its markers.
-pub fn strip(item: &str) -> String {
-    split(item).0
+/// Writes text with white space collapsed to single spaces, none before closing punctuation
+/// (`.,;:!?`), none at either end.
+struct Tidy<'a> {
+    out: &'a mut String,
+    /// Whether anything was written yet (a space is never written first).
+    started: bool,
+    /// A space is due before the next character that is not closing punctuation.
+    space: bool,
 }
 
-/// Every marker of `text` removed, line by line (a summary's or an entry's whole text).
-pub fn strip_all(text: &str) -> String {
-    text.lines().map(strip_line).collect::<Vec<_>>().join("\n")
-}
-
-/// One line without its markers, keeping a leading bullet.
-fn strip_line(line: &str) -> String {
-    if !line.contains("[#") && !line.contains("(#") {
-        return line.to_string();
+impl<'a> Tidy<'a> {
+    fn new(out: &'a mut String) -> Self {
+        Tidy {
+            out,
+            started: false,
+            space: false,
+        }
     }
-    let indent = &line[..line.len() - line.trim_start().len()];
-    format!("{indent}{}", strip(line.trim_start()))
+
+    fn push_str(&mut self, text: &str) {
+        for c in text.chars() {
+            if c.is_whitespace() {
+                self.space = self.started;
+            } else {
+                if self.space && !matches!(c, '.' | ',' | ';' | ':' | '!' | '?') {
+                    self.out.push(' ');
+                }
+                self.space = false;
+                self.started = true;
+                self.out.push(c);
+            }
+        }
+    }
 }
 
 /// `text` with a marker citing `cites` at its end (`text [#3, #9]`); `text` alone when there is none.
@@ -102,19 +152,6 @@ fn marker_numbers(inner: &str) -> Option<Vec<u64>> {
         }
     }
     (!out.is_empty()).then_some(out)
-}
-
-/// White space collapsed, and no space left before closing punctuation.
-fn tidy(text: &str) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out = String::with_capacity(joined.len());
-    for c in joined.chars() {
-        if matches!(c, '.' | ',' | ';' | ':' | '!' | '?') && out.ends_with(' ') {
-            out.pop();
-        }
-        out.push(c);
-    }
-    out.trim().to_string()
 }
 
 #[cfg(test)]

@@ -220,6 +220,11 @@ fn compare_covered(
 ) -> Result<Option<(Seq, String)>> {
     let prefix_len = keys::prefix(id).len();
     let mut stored_iter = stored.iter();
+    // The encoding is deterministic: a stored value byte-equal to the covered message's encoding
+    // is that message, without decoding it (about half the cost of the commit at 2,000 messages).
+    // Any other value is decoded and compared, so an older encoding of an equal message still
+    // matches.
+    let mut encoded = Vec::with_capacity(256);
     for message in covered {
         let expected = keys::message(id, message);
         let Some((key, value)) = stored_iter.next() else {
@@ -243,6 +248,10 @@ fn compare_covered(
                     format!("covered message {} is no longer in history", message.seq),
                 )
             }));
+        }
+        codec::encode_into(tree_names::HISTORY, message, &mut encoded)?;
+        if encoded.as_slice() == value.as_ref() {
+            continue;
         }
         let current: Message = codec::decode(tree_names::HISTORY, key, value)?;
         if current != *message {
