@@ -5,18 +5,25 @@
 //! replies), then prints a table: ticks/s, tick lateness p50/p99, CPU %, RSS and RSS per agent, and
 //! what a `/metrics` scrape reads of the agents (the agent gauges: by state and by usage) and how
 //! long that read takes with every agent running.
+//! Inputs are sent as a host sends them: spread evenly over each second, many in flight at once
+//! (at most SOMNA_LOAD_IN_FLIGHT awaiting their durable acknowledgement; a sender never waits for
+//! one acknowledgement before sending the next unless the window is full). The table gives the
+//! offered and delivered inputs/s, the acknowledgement latency p50/p99 and the input-to-reply
+//! latency p50/p99 (from the send to the agent's `agent_replied` event).
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
-//! one agent; 0 = none), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
+//! one agent; 0 = none), SOMNA_LOAD_IN_FLIGHT (default 1,024), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
 //! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
 //! (sled's page cache, default `[store] cache_mb`). It runs on jemalloc, as the `somna` binary does.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use somna_core::AgentId;
 use somna_core::config::ResolvedConfig;
+use somna_runtime::events::{Event, EventBus};
 use somna_runtime::gauges::{AgentGaugesSnapshot, USAGE_BUCKETS};
 use somna_runtime::{AgentState, Inbound, Runtime, RuntimeOptions};
 use somna_store::{Store, StoreOptions};
@@ -66,6 +73,7 @@ fn main() {
     let agents = env_num("SOMNA_LOAD_AGENTS", if benching { 10_000 } else { 50 });
     let secs = env_num("SOMNA_LOAD_SECS", if benching { 60 } else { 2 });
     let input_every = env_num("SOMNA_LOAD_INPUT_EVERY", 30);
+    let in_flight = env_num("SOMNA_LOAD_IN_FLIGHT", 1_024).max(1) as usize;
 
     let dir = tempfile::tempdir().unwrap();
     let pg = std::env::var("SOMNA_LOAD_PG_URL").ok();
@@ -94,13 +102,46 @@ fn main() {
     let system = actix::System::new();
     let report = system.block_on(async move {
         let started = Instant::now();
+        // Subscribed before the start, so that no reply is missed.
+        let bus = EventBus::new(65_536);
+        let mut replies = bus.subscribe();
         let runtime = Runtime::start(
             config,
             store.clone(),
             Arc::new(somna_llm::BuiltinClient::new()),
-            RuntimeOptions::default(),
+            RuntimeOptions {
+                events: Some(bus),
+                ..RuntimeOptions::default()
+            },
         )
         .unwrap();
+        // When each agent's pending input was sent; its reply's event closes it.
+        let pending: Arc<Mutex<HashMap<AgentId, Instant>>> = Arc::default();
+        let reply_latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+        let lagged = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        {
+            let (pending, reply_latencies, lagged) =
+                (pending.clone(), reply_latencies.clone(), lagged.clone());
+            actix::spawn(async move {
+                use tokio::sync::broadcast::error::RecvError;
+                loop {
+                    match replies.recv().await {
+                        Ok(stamped) => {
+                            if let Event::AgentReplied { agent, .. } = &stamped.event {
+                                let sent = pending.lock().unwrap().remove(agent);
+                                if let Some(sent) = sent {
+                                    reply_latencies.lock().unwrap().push(sent.elapsed());
+                                }
+                            }
+                        }
+                        Err(RecvError::Lagged(n)) => {
+                            lagged.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(RecvError::Closed) => break,
+                    }
+                }
+            });
+        }
         let startup = started.elapsed();
         // Let the first ticks spread over one period, then measure.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -110,35 +151,63 @@ fn main() {
         let t0 = Instant::now();
         let ids: Vec<AgentId> = runtime.agent_ids();
         let mut inputs = 0u64;
+        let window = Arc::new(tokio::sync::Semaphore::new(in_flight));
+        let acks: Arc<Mutex<Vec<(Duration, bool)>>> = Arc::default();
         if let Some(per_second) = (ids.len() as u64).checked_div(input_every) {
-            // Every second, 1/input_every of the agents get a line of dialogue.
-            let per_second = per_second.max(1) as usize;
+            // 1/input_every of the agents get a line of dialogue each second, spread evenly over
+            // the second; each send is its own task, at most `in_flight` awaiting their
+            // acknowledgement.
+            let rate = per_second.max(1) as f64;
             let mut next = 0usize;
             while t0.elapsed() < Duration::from_secs(secs) {
-                let second = Instant::now();
-                for _ in 0..per_second {
-                    let id = &ids[next % ids.len()];
+                let due = (t0.elapsed().as_secs_f64() * rate) as u64;
+                while inputs < due {
+                    let permit = window.clone().acquire_owned().await.unwrap();
+                    let id = ids[next % ids.len()].clone();
                     next += 1;
-                    let _ = runtime
-                        .send(
-                            id,
-                            Inbound::User {
-                                content: format!(
-                                    "Good day! Have you seen the wolves near the mill? ({next})"
-                                ),
-                                name: Some("Aldric".into()),
-                            },
-                        )
-                        .await;
                     inputs += 1;
+                    let (runtime, acks, pending) = (runtime.clone(), acks.clone(), pending.clone());
+                    let content =
+                        format!("Good day! Have you seen the wolves near the mill? ({next})");
+                    actix::spawn(async move {
+                        let sent = Instant::now();
+                        pending.lock().unwrap().insert(id.clone(), sent);
+                        let input = Inbound::User {
+                            content,
+                            name: Some("Aldric".into()),
+                        };
+                        let ok = runtime.send(&id, input).await.is_ok();
+                        acks.lock().unwrap().push((sent.elapsed(), ok));
+                        drop(permit);
+                    });
                 }
-                tokio::time::sleep(Duration::from_secs(1).saturating_sub(second.elapsed())).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
             }
         } else {
             tokio::time::sleep(Duration::from_secs(secs)).await;
         }
         let wall = t0.elapsed();
         let cpu = cpu_time().saturating_sub(cpu0);
+        // What was delivered within the measured time; then the stragglers, for the latencies.
+        let delivered_in_time = acks.lock().unwrap().iter().filter(|(_, ok)| *ok).count() as u64;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(30),
+            window.acquire_many(u32::try_from(in_flight).unwrap_or(u32::MAX)),
+        )
+        .await;
+        // Replies come at each agent's next tick: wait up to three periods for the last ones.
+        let waited = Instant::now();
+        while !pending.lock().unwrap().is_empty() && waited.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let flow = Flow {
+            offered: inputs,
+            delivered: delivered_in_time,
+            acks: std::mem::take(&mut *acks.lock().unwrap()),
+            replies: std::mem::take(&mut *reply_latencies.lock().unwrap()),
+            unanswered: pending.lock().unwrap().len(),
+            lagged: lagged.load(std::sync::atomic::Ordering::Relaxed),
+        };
         let ticks = runtime.tick_stats().summary();
         // What a scrape reads of the agents, while they all run.
         const READS: u32 = 10_000;
@@ -163,11 +232,11 @@ fn main() {
             ticks,
             rss_started,
             rss_end,
-            inputs,
+            flow,
             gauges,
         )
     });
-    let (startup, wall, cpu, ticks, rss_started, rss_end, inputs, gauges) = report;
+    let (startup, wall, cpu, ticks, rss_started, rss_end, flow, gauges) = report;
     let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     let per_agent = rss_end.saturating_sub(rss_before) / agents.max(1);
     println!("| metric | value |");
@@ -178,9 +247,33 @@ fn main() {
         "| startup (load + spawn) | {:.2} s |",
         startup.as_secs_f64()
     );
+    let per_s = |n: u64| n as f64 / wall.as_secs_f64();
     println!(
-        "| inputs sent | {inputs} ({:.0}/s) |",
-        inputs as f64 / wall.as_secs_f64()
+        "| inputs offered | {} ({:.0}/s; at most {in_flight} in flight) |",
+        flow.offered,
+        per_s(flow.offered)
+    );
+    println!(
+        "| inputs delivered (durably acknowledged in the measured time) | {} ({:.0}/s, {:.1}% of offered) |",
+        flow.delivered,
+        per_s(flow.delivered),
+        100.0 * flow.delivered as f64 / flow.offered.max(1) as f64
+    );
+    let failed = flow.acks.iter().filter(|(_, ok)| !ok).count();
+    let mut ack: Vec<Duration> = flow.acks.iter().map(|(d, _)| *d).collect();
+    println!(
+        "| acknowledgement latency p50 / p99 | {:?} / {:?} ({failed} failed) |",
+        percentile(&mut ack, 0.50),
+        percentile(&mut ack, 0.99)
+    );
+    let mut replies = flow.replies;
+    println!(
+        "| input-to-reply latency p50 / p99 | {:?} / {:?} ({} replies; {} inputs unanswered at the end, {} events missed) |",
+        percentile(&mut replies, 0.50),
+        percentile(&mut replies, 0.99),
+        replies.len(),
+        flow.unanswered,
+        flow.lagged
     );
     println!("| ticks | {} |", ticks.ticks);
     println!(
@@ -206,6 +299,28 @@ fn main() {
     println!("| agent gauges read (by state and usage) | {gauge_read:?} |");
     println!("| agents by state at the end | {} |", by_state(&gauges));
     println!("| agents by usage at the end | {} |", by_usage(&gauges));
+}
+
+/// The inputs of a run: offered, delivered, and their latencies.
+struct Flow {
+    offered: u64,
+    delivered: u64,
+    /// Each acknowledgement's latency and whether it was `Ok`.
+    acks: Vec<(Duration, bool)>,
+    /// From each send to its agent's reply event.
+    replies: Vec<Duration>,
+    unanswered: usize,
+    lagged: u64,
+}
+
+/// The `q` quantile of `values` (sorted in place); zero when empty.
+fn percentile(values: &mut [Duration], q: f64) -> Duration {
+    if values.is_empty() {
+        return Duration::ZERO;
+    }
+    values.sort_unstable();
+    let i = ((values.len() - 1) as f64 * q).round() as usize;
+    values[i]
 }
 
 /// `idle 9990 · stepping 10 …` (states with agents only).
