@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use somna_core::config::{AgentOverrides, CompactionOverrides, ResolvedConfig};
-use somna_core::record::{EventRecord, Trigger};
+use somna_core::record::Trigger;
 use somna_core::{AgentId, Timestamp};
 use somna_llm::LlmClient;
 use somna_runtime::actor::SleepResult;
@@ -456,15 +456,43 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
         matches!(e, Event::AgentReplied { .. })
     })
     .await;
-    assert!(!events.is_empty());
-    let history = store.history(&smith).unwrap();
-    assert!(history.len() >= 2);
-    assert_eq!(history.last().unwrap().role, somna_core::Role::Assistant);
-    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
-    let _ = EventRecord::Note {
-        at: Timestamp(0),
-        text: String::new(),
+    // Talks: the reply event carries what the history's last message says.
+    let Some(Event::AgentReplied { text, .. }) = events.last() else {
+        panic!("no reply: {events:?}");
     };
+    let history = store.history(&smith).unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(last.role, somna_core::Role::Assistant);
+    assert_eq!(&last.content, text);
+    assert!(!text.trim().is_empty());
+    // Notes: the promise went into the journal through the journal_add tool.
+    let journal = store
+        .query_journal(&smith, &somna_core::JournalQuery::default())
+        .unwrap();
+    assert!(
+        journal.iter().any(|e| e.content.contains("40 silver")),
+        "{journal:?}"
+    );
+    // Recalls: asked later, the reply brings the promise back.
+    runtime
+        .send(
+            &smith,
+            Inbound::User {
+                content: "What did I promise to pay you?".into(),
+                name: Some("Aldric".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    let Some(Event::AgentReplied { text, .. }) = events.last() else {
+        panic!("no second reply: {events:?}");
+    };
+    assert!(text.contains("40 silver"), "{text}");
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
 #[actix::test]
