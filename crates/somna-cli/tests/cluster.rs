@@ -164,7 +164,17 @@ struct TwoNodes {
 }
 
 fn two_served_nodes(prefix: &str, nats: &str) -> Option<TwoNodes> {
-    let pg = support::PgScratch::new(prefix, |url, schema| config(url, schema, nats))?;
+    two_served_nodes_polling(prefix, nats, "1s")
+}
+
+/// [`two_served_nodes`] whose inbox pollers run every `poll_every`.
+fn two_served_nodes_polling(prefix: &str, nats: &str, poll_every: &str) -> Option<TwoNodes> {
+    let pg = support::PgScratch::new(prefix, |url, schema| {
+        config(url, schema, nats).replace(
+            "poll_every = \"1s\"",
+            &format!("poll_every = \"{poll_every}\""),
+        )
+    })?;
     let a = serve_node(pg.dir(), "node-a", Stdio::null());
     let b = serve_node(pg.dir(), "node-b", Stdio::null());
     wait_for_split(pg.dir());
@@ -308,7 +318,9 @@ fn inputs_reach_agents_on_other_nodes_with_nats() {
         somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
         return;
     }
-    let Some(nodes) = two_served_nodes("somna_route_nats", &nats) else {
+    // The inbox pollers run once a minute, past the round's 30 s deadline: only NATS wake-ups
+    // can deliver the inputs in time (with a 1 s poll this passed with wake-ups broken).
+    let Some(nodes) = two_served_nodes_polling("somna_route_nats", &nats, "60s") else {
         return;
     };
     let (took, replied) = nodes.round(1);
