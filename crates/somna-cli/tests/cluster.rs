@@ -140,10 +140,8 @@ fn two_nodes_split_the_shards_and_a_survivor_takes_over_a_killed_node() {
     // Every shard of node-a was taken over with a new epoch; nothing waits in the inbox.
     assert!(s["max_epoch"].as_u64().unwrap() >= 2, "{s}");
     assert_eq!(s["inbox_depth"], 0, "{s}");
-    assert!(
-        took < LEASE_TTL + RENEW_EVERY * 2 + Duration::from_secs(3),
-        "takeover took {took:?}"
-    );
+    // How long the takeover took is printed above and measured by the cluster bench
+    // (docs/benchmarks.md), never asserted: a slow machine is not a wrong result.
 
     // Every agent of the config was hosted, so written by its shard's owner: once the nodes are
     // gone, the records are there and their invariants hold.

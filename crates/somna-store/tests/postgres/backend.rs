@@ -106,10 +106,11 @@ fn a_connection_failure_names_host_and_port_but_not_the_password() {
     );
 }
 
-/// A compaction commit covering 1,980 of 2,000 messages, and its undo, on both backends: printed
-/// (run with --nocapture), and bounded loosely so that a per-write round trip would fail it.
+/// A compaction commit covering 1,980 of 2,000 messages, and its undo, five times over on both
+/// backends: each commits and restores all 1,980, and the store stays clean. The times are printed
+/// (run with --nocapture) and never asserted: the store bench measures them (docs/benchmarks.md).
 #[test]
-fn a_commit_of_1980_messages_takes_milliseconds() {
+fn a_commit_of_1980_messages_and_its_undo_round_trip() {
     let Some(url) = pg_url() else { return };
     for (name, store) in [
         ("sled", Store::temporary().unwrap()),
@@ -153,7 +154,5 @@ fn a_commit_of_1980_messages_takes_milliseconds() {
             commits[2], commits[0], undos[2]
         );
         assert_clean(&store, &id);
-        assert!(commits[2].as_millis() < 1_000, "{name}: {commits:?}");
-        assert!(undos[2].as_millis() < 2_000, "{name}: {undos:?}");
     }
 }
