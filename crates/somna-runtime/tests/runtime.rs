@@ -344,16 +344,7 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
     let mut rx = runtime.subscribe();
 
     // The host answers the first call.
-    runtime
-        .send(
-            &smith,
-            Inbound::User {
-                content: "A sword, please.".into(),
-                name: Some("Aldric".into()),
-            },
-        )
-        .await
-        .unwrap();
+    aldric_says(&runtime, &smith, "A sword, please.").await;
     let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
         matches!(e, Event::ToolCallRequested { .. })
     })
@@ -393,16 +384,7 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
     assert_eq!(tools, ["journal_add", "recall", "give_item"]);
 
     // The host never answers the second call: after tool_timeout the model gets an error result.
-    runtime
-        .send(
-            &smith,
-            Inbound::User {
-                content: "And a shield.".into(),
-                name: Some("Aldric".into()),
-            },
-        )
-        .await
-        .unwrap();
+    aldric_says(&runtime, &smith, "And a shield.").await;
     let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
         matches!(e, Event::AgentReplied { .. })
     })
@@ -440,30 +422,18 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
     let cfg = config(&[("smith", 8192, "")]);
     let runtime = start(cfg, &store, Arc::new(somna_llm::BuiltinClient::new()));
     let mut rx = runtime.subscribe();
-    runtime
-        .send(
-            &smith,
-            Inbound::User {
-                content:
-                    "My name is Aldric and I promise to pay 40 silver by Friday for the sword."
-                        .into(),
-                name: Some("Aldric".into()),
-            },
-        )
-        .await
-        .unwrap();
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
+    aldric_says(
+        &runtime,
+        &smith,
+        "My name is Aldric and I promise to pay 40 silver by Friday for the sword.",
+    )
     .await;
     // Talks: the reply event carries what the history's last message says.
-    let Some(Event::AgentReplied { text, .. }) = events.last() else {
-        panic!("no reply: {events:?}");
-    };
+    let text = next_reply(&mut rx).await;
     let history = store.history(&smith).unwrap();
     let last = history.last().unwrap();
     assert_eq!(last.role, somna_core::Role::Assistant);
-    assert_eq!(&last.content, text);
+    assert_eq!(last.content, text);
     assert!(!text.trim().is_empty());
     // Notes: the promise went into the journal through the journal_add tool.
     let journal = store
@@ -474,23 +444,8 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
         "{journal:?}"
     );
     // Recalls: asked later, the reply brings the promise back.
-    runtime
-        .send(
-            &smith,
-            Inbound::User {
-                content: "What did I promise to pay you?".into(),
-                name: Some("Aldric".into()),
-            },
-        )
-        .await
-        .unwrap();
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
-    .await;
-    let Some(Event::AgentReplied { text, .. }) = events.last() else {
-        panic!("no second reply: {events:?}");
-    };
+    aldric_says(&runtime, &smith, "What did I promise to pay you?").await;
+    let text = next_reply(&mut rx).await;
     assert!(text.contains("40 silver"), "{text}");
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -705,16 +660,7 @@ async fn a_pending_host_tool_call_survives_a_restart() {
     let llm = stub_client(&stub, Duration::from_secs(5));
     let runtime = start(cfg.clone(), &store, Arc::clone(&llm));
     let mut rx = runtime.subscribe();
-    runtime
-        .send(
-            &smith,
-            Inbound::User {
-                content: "A sword, please.".into(),
-                name: Some("Aldric".into()),
-            },
-        )
-        .await
-        .unwrap();
+    aldric_says(&runtime, &smith, "A sword, please.").await;
     wait_for(&mut rx, Duration::from_secs(5), |e| {
         matches!(e, Event::ToolCallRequested { .. })
     })
@@ -822,4 +768,25 @@ async fn uncompact_of_a_retired_agent_is_routed_to_the_store_by_the_runtime() {
         Err(somna_runtime::RuntimeError::UnknownAgent(_))
     ));
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Aldric says `line` to `agent`; returns once the input is acknowledged.
+async fn aldric_says(runtime: &Runtime, agent: &AgentId, line: &str) {
+    let input = Inbound::User {
+        content: line.into(),
+        name: Some("Aldric".into()),
+    };
+    runtime.send(agent, input).await.unwrap();
+}
+
+/// The text of the next `agent_replied` event on `rx` (within 5 s).
+async fn next_reply(rx: &mut broadcast::Receiver<Stamped>) -> String {
+    let events = wait_for(rx, Duration::from_secs(5), |e| {
+        matches!(e, Event::AgentReplied { .. })
+    })
+    .await;
+    match events.last() {
+        Some(Event::AgentReplied { text, .. }) => text.clone(),
+        _ => panic!("no reply: {events:?}"),
+    }
 }
