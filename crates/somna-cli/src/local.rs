@@ -363,6 +363,14 @@ impl Local {
                 report.history_len,
                 report.archive_len
             );
+            if report.over_input_limit > 0 {
+                println!(
+                    "{} message(s) were over the live input limit of {} tokens \
+                     (compaction.max_input_tokens); imported as history",
+                    report.over_input_limit,
+                    config.compaction.input_limit()
+                );
+            }
             if let Some(r) = embedded {
                 println!(
                     "embedded {} archived messages in {:.2} s",

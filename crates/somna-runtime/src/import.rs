@@ -34,6 +34,9 @@ pub struct ImportReport {
     pub compactions: usize,
     /// Compactions that had to fall back to deterministic reduction.
     pub fallbacks: usize,
+    /// Imported messages over the live input limit (`compaction.max_input_tokens`): accepted as
+    /// history (see [`import_jsonl`]).
+    pub over_input_limit: usize,
     pub history_len: u64,
     pub archive_len: u64,
     /// Usage after the import, 0–1 (persona + working budget + history, calibrated), as the agent
@@ -41,9 +44,15 @@ pub struct ImportReport {
     pub usage: f64,
 }
 
-/// Parses every line first (so a bad line, or a message over the agent's input limit, changes
+/// Parses every line first (so a bad line, or a message over the prompt budget, changes
 /// nothing), then appends the messages, compacting
 /// at the emergency threshold. `progress(done, total)` is called as messages are appended.
+///
+/// An imported message is history, not input: a message over the live input limit
+/// (`compaction.max_input_tokens`, 278 tokens at a 2,000-token window) is accepted, since a real
+/// transcript holds long answers and refusing one line would refuse the whole conversation; it is
+/// compacted away like any other turn, its original kept in the archive. Only a message that no
+/// prompt could show whole (over `max_context_tokens − max_reply_tokens`) is refused.
 pub async fn import_jsonl(
     input: impl BufRead,
     agent: &AgentId,
@@ -54,7 +63,9 @@ pub async fn import_jsonl(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ImportReport, ImportError> {
     let counter = TokenCounter::for_model(&config.model);
-    let limit = config.compaction.input_limit();
+    let limit = config.compaction.prompt_budget();
+    let input_limit = config.compaction.input_limit();
+    let mut report = ImportReport::default();
     let mut messages = Vec::new();
     for (i, line) in input.lines().enumerate() {
         let line = line?;
@@ -69,17 +80,18 @@ pub async fn import_jsonl(
             m.created_at = now;
         }
         m.tokens = counter.count_message(&m);
-        // The live runtime refuses such input (`InboundError::TooLarge`); so does an import.
-        if m.tokens > limit {
+        if u64::from(m.tokens) > limit {
             return Err(ImportError::BadLine {
                 line: i + 1,
                 message: format!(
-                    "the message is {} tokens, above this agent's limit of {limit} \
-                     (compaction.max_input_tokens)",
+                    "the message is {} tokens, above this agent's prompt budget of {limit} \
+                     (compaction.max_context_tokens − compaction.max_reply_tokens): no prompt \
+                     could show it whole",
                     m.tokens
                 ),
             });
         }
+        report.over_input_limit += usize::from(m.tokens > input_limit);
         messages.push(m);
     }
     store.ensure_agent(agent, now)?;
@@ -106,7 +118,6 @@ pub async fn import_jsonl(
     };
     let threshold = config.compaction.emergency_threshold;
     let total = messages.len();
-    let mut report = ImportReport::default();
     let mut batch: Vec<Message> = Vec::new();
     let mut pending_tokens = 0u64;
     for (done, m) in messages.into_iter().enumerate() {

@@ -93,6 +93,56 @@ async fn recall_finds_matching_facts_and_archived_turns() {
     );
 }
 
+/// An imported message is history, not input: one over the live input limit (a long reply in a
+/// real transcript, at a small window) is imported whole, counted, compacted away like any turn
+/// with its original in the archive, and the agent's prompt stays within its budget.
+#[actix::test]
+async fn import_takes_a_message_over_the_input_limit_as_history() {
+    let store = Store::temporary().unwrap();
+    let smith = id("smith");
+    let mut config = agent_config("smith", 2_000);
+    config.compaction.working_share = 0.2;
+    let compactor = Compactor::new(
+        store.clone(),
+        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
+    );
+    let limit = config.compaction.input_limit() as usize;
+    let long = format!("The ledger says {}", "iron ingot ".repeat(limit));
+    let mut lines = vec![serde_json::json!({"role": "assistant", "content": long}).to_string()];
+    lines.extend((0..40).map(|i| {
+        serde_json::json!({"role": "user", "content": format!("Line {i} about the forge.")})
+            .to_string()
+    }));
+    let report = import_jsonl(
+        lines.join("\n").as_bytes(),
+        &smith,
+        &config,
+        &store,
+        &compactor,
+        Timestamp(0),
+        |_, _| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.imported, 41);
+    assert_eq!(report.over_input_limit, 1, "{report:?}");
+    assert!(report.compactions > 0, "{report:?}");
+    let original = store
+        .archived_message(&smith, 0)
+        .unwrap()
+        .expect("archived");
+    assert_eq!(original.content, long);
+    let (built, _) = somna_runtime::prompt::preview(
+        &store,
+        &smith,
+        &config,
+        "What does the ledger say?",
+        Timestamp(1),
+    )
+    .unwrap();
+    assert!(built.total_tokens() <= built.budget, "{built:?}");
+}
+
 #[actix::test]
 async fn import_refuses_a_bad_line_or_an_oversized_message_without_writing_anything() {
     let store = Store::temporary().unwrap();
@@ -105,16 +155,12 @@ async fn import_refuses_a_bad_line_or_an_oversized_message_without_writing_anyth
     let good = r#"{"role":"user","content":"A sword, please."}"#;
     let oversized = serde_json::json!({
         "role": "user",
-        "content": "iron ingot ".repeat(3 * config.compaction.input_limit() as usize),
+        "content": "iron ingot ".repeat(3 * config.compaction.prompt_budget() as usize),
     })
     .to_string();
     for (input, bad_line, says) in [
         (format!("{good}\n{{\"role\": \"user\"\n{good}\n"), 2, ""),
-        (
-            format!("{good}\n{good}\n{oversized}\n"),
-            3,
-            "max_input_tokens",
-        ),
+        (format!("{good}\n{good}\n{oversized}\n"), 3, "prompt budget"),
     ] {
         let err = import_jsonl(
             input.as_bytes(),
