@@ -30,8 +30,10 @@ use somna_llm::grounding::cite;
 use somna_llm::{ChatMessage, prompts};
 use somna_store::{DocKind, Store, StoreError};
 
-/// An archived turn longer than this part of the working context's share is cut in an excerpt.
+/// A neighbour turn longer than this part of the working context's room is cut in an excerpt.
 const MAX_TURN_SHARE: u64 = 4;
+/// What a hit may not take of the working context's room: the note's framing and headings.
+const HIT_CAP_MARGIN: u64 = 64;
 /// The working context takes all the room the rest of the prompt leaves up to this many tokens,
 /// or `working_share` of the window when that is more: past it, a note would grow with the window
 /// though its tokens are prefilled anew every turn (it sits after the cached prefix), and its
@@ -79,6 +81,9 @@ pub struct WorkingContext {
 pub struct Excerpt {
     /// The turns, in seq order (originals: never summaries or placeholders).
     pub turns: Vec<Message>,
+    /// The seqs of the turns that are search hits (the others are their neighbours): a hit is
+    /// shown whole (see [`Caps`]).
+    pub hits: Vec<u64>,
     /// The best score of a hit in the run.
     pub score: f64,
 }
@@ -145,6 +150,10 @@ impl WorkingContext {
             return Ok(out);
         }
         let turn_cap = turn_cap(budget);
+        let caps = Caps {
+            neighbour: turn_cap,
+            hit: hit_cap(budget),
+        };
         let mut lines = LineCounter::new(counter);
         // Runs of consecutive seqs chosen so far.
         let mut chosen: Vec<Excerpt> = Vec::new();
@@ -205,6 +214,7 @@ impl WorkingContext {
                 }
                 let seq = message.seq;
                 if have.contains(&seq) {
+                    // Already in whole, as a neighbour.
                     continue;
                 }
                 // The turn before the hit and the reply after it, when they are archived too (a
@@ -219,8 +229,13 @@ impl WorkingContext {
                 if !have.contains(&(seq + 1)) {
                     run.extend(neighbours.get(&(seq + 1)).cloned());
                 }
-                run.retain(|m| !m.content.trim().is_empty());
-                let cost = run_cost(&run, turn_cap, &mut lines);
+                // A neighbour longer than its cap is left out rather than cut: cut, a long reply
+                // rarely keeps the part that matters, and its tokens buy the next hit instead.
+                run.retain(|m| {
+                    !m.content.trim().is_empty()
+                        && (m.seq == seq || lines.content(m) <= caps.neighbour)
+                });
+                let cost = run_cost(&run, seq, caps, &mut lines);
                 // The hit alone when its neighbours do not fit.
                 let (run, cost) = if used + cost <= budget {
                     (run, cost)
@@ -228,7 +243,7 @@ impl WorkingContext {
                     let Some(only) = run.into_iter().find(|m| m.seq == seq) else {
                         continue;
                     };
-                    let cost = run_cost(std::slice::from_ref(&only), turn_cap, &mut lines);
+                    let cost = run_cost(std::slice::from_ref(&only), seq, caps, &mut lines);
                     if used + cost > budget {
                         continue;
                     }
@@ -236,7 +251,11 @@ impl WorkingContext {
                 };
                 used += cost;
                 have.extend(run.iter().map(|m| m.seq));
-                chosen.push(Excerpt { turns: run, score });
+                chosen.push(Excerpt {
+                    turns: run,
+                    hits: vec![seq],
+                    score,
+                });
             }
         }
         out.excerpts = merge_runs(chosen);
@@ -254,8 +273,9 @@ impl WorkingContext {
     }
 
     /// The working context as the text of the context note with an upper bound of its tokens (as
-    /// a message), or `None` when empty. Turns longer than `turn_cap` tokens are cut.
-    pub fn render(&self, counter: &TokenCounter, turn_cap: u64) -> Option<(String, u64)> {
+    /// a message), or `None` when empty. Hits longer than `caps.hit` tokens, and neighbours
+    /// longer than `caps.neighbour`, are cut.
+    pub fn render(&self, counter: &TokenCounter, caps: Caps) -> Option<(String, u64)> {
         if self.is_empty() {
             return None;
         }
@@ -286,7 +306,8 @@ impl WorkingContext {
                     tokens += 2;
                 }
                 for m in &excerpt.turns {
-                    let (line, line_tokens) = excerpt_line(m, prev, turn_cap, &mut lines);
+                    let cap = caps.of(m.seq, &excerpt.hits);
+                    let (line, line_tokens) = excerpt_line(m, prev, cap, &mut lines);
                     out.push('\n');
                     out.push_str(&line);
                     // The line break and a token of margin.
@@ -314,6 +335,7 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
                 let end = last.turns.last().map_or(0, |m| m.seq);
                 last.turns
                     .extend(run.turns.into_iter().filter(|m| m.seq > end));
+                last.hits.extend(run.hits);
                 last.score = last.score.max(run.score);
             }
             _ => out.push(run),
@@ -322,16 +344,52 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
     out
 }
 
-/// The tokens a run of turns takes in the note at most (each on its line, the run after its
-/// separator and under its own day heading), without building its lines.
-fn run_cost(run: &[Message], cap: u64, lines: &mut LineCounter<'_>) -> u64 {
+/// The tokens a run of turns around the hit `hit` takes in the note at most (each on its line,
+/// the run after its separator and under its own day heading), without building its lines.
+fn run_cost(run: &[Message], hit: u64, caps: Caps, lines: &mut LineCounter<'_>) -> u64 {
     let mut prev = None;
     let mut cost = 2;
     for m in run {
+        let cap = if m.seq == hit {
+            caps.hit
+        } else {
+            caps.neighbour
+        };
         cost += lines.turn(m, prev, cap);
         prev = Some(m);
     }
     cost
+}
+
+/// Where an excerpt's turns are cut, in tokens of content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// A neighbour (the turn before a hit, the reply after it): a quarter of the note's room, so
+    /// that context never crowds out other hits. A longer neighbour is left out, not cut.
+    pub neighbour: u64,
+    /// A hit: all of the note's room but its framing. The turn a search found is what the question
+    /// needs; cut, it may lose the part that answers (a long reply's recommendation in its
+    /// seventh point), and a long turn that does not fit whole in what is left is passed over
+    /// for the next hit rather than cut.
+    pub hit: u64,
+}
+
+impl Caps {
+    /// The caps of a note of `room` tokens.
+    pub fn for_room(room: u64) -> Self {
+        Caps {
+            neighbour: turn_cap(room),
+            hit: hit_cap(room),
+        }
+    }
+
+    fn of(self, seq: u64, hits: &[u64]) -> u64 {
+        if hits.contains(&seq) {
+            self.hit
+        } else {
+            self.neighbour
+        }
+    }
 }
 
 /// Counts the lines of a note without tokenizing each: a day heading's tokens are the same for
@@ -429,10 +487,17 @@ fn excerpt_line(
     }
 }
 
-/// The most tokens one archived turn takes in a working context of `budget` tokens: a quarter
-/// of it (at least 32), so that one long turn cannot crowd out every other hit.
+/// The most tokens one archived neighbour turn takes in a working context of `budget` tokens: a
+/// quarter of it (at least 32), so that one long turn cannot crowd out every other hit.
 fn turn_cap(budget: u64) -> u64 {
     (budget / MAX_TURN_SHARE).max(32)
+}
+
+/// The most tokens one hit takes in a working context of `budget` tokens: all of it but the
+/// note's framing (a hit longer than the whole note is cut to it: a part of the best hit is worth
+/// more than nothing).
+fn hit_cap(budget: u64) -> u64 {
+    budget.saturating_sub(HIT_CAP_MARGIN).max(32)
 }
 
 /// Who said `m`, as an excerpt names them.
@@ -605,7 +670,7 @@ pub fn build(
     // The working context may use whatever the rest leaves free (its share is reserved by the
     // usage formula, so at least that much is free whenever usage is below the thresholds).
     let room = budget.saturating_sub(used);
-    if let Some((mut note, estimate)) = working.render(counter, turn_cap(room)) {
+    if let Some((mut note, estimate)) = working.render(counter, Caps::for_room(room)) {
         let mut tokens = u32::try_from(estimate).unwrap_or(u32::MAX);
         if u64::from(tokens) > room {
             note = cut_to_tokens(&note, room.saturating_sub(8), counter);

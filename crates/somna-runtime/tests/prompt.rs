@@ -278,6 +278,82 @@ async fn a_hit_brings_its_neighbours_and_their_dates() {
     );
 }
 
+/// A long hit is shown whole though it is longer than the cap a neighbour gets (a quarter of the
+/// note), and a neighbour over that cap is left out rather than cut: the recommendation in the
+/// seventh point of a long reply is still in the prompt, and no line of the note ends in a cut.
+#[tokio::test]
+async fn a_long_hit_is_whole_and_a_long_neighbour_is_left_out() {
+    let store = Store::temporary().unwrap();
+    let agent = id("helper");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let advice = |topic: &str, n: usize| -> String {
+        (1..=n)
+            .map(|i| format!("{i}. Keep the {topic} routine steady, step {i} of the plan."))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let answer = format!(
+        "Happy to help with the curry.\n{}\n7. Add a pinch of smoked paprika with the onions.\n{}",
+        advice("kitchen", 12),
+        advice("pantry", 12)
+    );
+    let talk = vec![
+        with_count(Message::user("I'm making a curry for friends on Friday.")),
+        with_count(Message::assistant(answer.clone())),
+        with_count(Message::user(format!(
+            "Thanks! Now the garden.\n{}",
+            advice("garden", 30)
+        ))),
+    ];
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    let filler: Vec<Message> = (0..30).map(|i| said(i, 10)).collect();
+    store.append_batch(&agent, filler, Timestamp(0)).unwrap();
+    // Compacted as a 2,000-token agent would be (its summary within that window's cap).
+    let mut config = agent_config("helper", 2_000);
+    config.compaction.working_share = 0.2;
+    let mut compacting = config.clone();
+    compacting.compaction.preserve_messages = 4;
+    compacting.compaction.preserve_ratio = 0.0;
+    compacting.compaction.min_compact_batch = 1;
+    Compactor::new(store.clone(), builtin_client())
+        .compact(CompactRequest {
+            agent: &agent,
+            config: &compacting,
+            trigger: Trigger::Manual,
+            fixed_tokens: 0,
+            now: Timestamp(1),
+        })
+        .await
+        .unwrap();
+
+    let question = "Which spice did you suggest with the onions for the paprika curry?";
+    let (built, working) =
+        prompt::preview(&store, &agent, &config, question, Timestamp(10)).unwrap();
+    // The room the note had: the budget less everything else in the prompt.
+    let room = built.budget - (built.total_tokens() - built.working_tokens);
+    let long = u64::from(counter().count_text(&answer));
+    assert!(
+        long > room / 4,
+        "the reply ({long} tokens) is longer than a neighbour's cap ({room} / 4)"
+    );
+    let note = &built.messages[built.note_index.unwrap()].content;
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(note).contains(&flat(&answer)),
+        "the whole reply: {note}"
+    );
+    assert!(!note.contains('…'), "nothing is cut: {note}");
+    let excerpt = working
+        .excerpts
+        .iter()
+        .find(|e| e.turns.iter().any(|m| m.seq == 1))
+        .unwrap();
+    assert!(excerpt.hits.contains(&1), "{excerpt:?}");
+    // The long turn after it (the garden advice) is over a neighbour's cap: left out.
+    assert!(!excerpt.turns.iter().any(|m| m.seq == 2), "{excerpt:?}");
+    assert!(built.total_tokens() <= built.budget);
+}
+
 /// A question that names a period puts what was said then first: of two archived turns that
 /// match it equally, with room for one hit, the one of May 2023 is recalled for "in May 2023",
 /// the one of June for "in June 2023", and the newer one when no period is named.
