@@ -400,7 +400,8 @@ struct LineCounter<'a> {
     day: u64,
     names: std::collections::HashMap<String, u64>,
     /// What a message's stored count spends besides its content, per role and name.
-    overheads: std::collections::HashMap<(Role, Option<String>), u64>,
+    /// A few speakers per note: a list scanned by reference, so a lookup never allocates.
+    overheads: Vec<(Role, Option<String>, u64)>,
 }
 
 impl<'a> LineCounter<'a> {
@@ -409,7 +410,7 @@ impl<'a> LineCounter<'a> {
             counter,
             day: u64::from(counter.count_text("[2023-05-08]\n")) + 1,
             names: std::collections::HashMap::new(),
-            overheads: std::collections::HashMap::new(),
+            overheads: Vec::new(),
         }
     }
 
@@ -421,14 +422,17 @@ impl<'a> LineCounter<'a> {
 
     /// At most the tokens of `m`'s content: its stored count less the message's overhead.
     fn content(&mut self, m: &Message) -> u64 {
-        let key = (m.role, m.name.clone());
-        let overhead = match self.overheads.get(&key) {
-            Some(&n) => n,
+        let known = self
+            .overheads
+            .iter()
+            .find(|(role, name, _)| *role == m.role && name.as_deref() == m.name.as_deref());
+        let overhead = match known {
+            Some(&(_, _, n)) => n,
             None => {
                 let mut empty = Message::new(m.role, "");
                 empty.name.clone_from(&m.name);
                 let n = u64::from(self.counter.count_message(&empty));
-                self.overheads.insert(key, n);
+                self.overheads.push((m.role, m.name.clone(), n));
                 n
             }
         };
