@@ -196,7 +196,7 @@ impl Backend for Local {
     fn sleep(&self, id: &AgentId) -> Result<()> {
         self.require_hosted(id)?;
         let mut agent = self.agent(id)?;
-        let job = agent.sleep().context("the agent is busy")?;
+        let job = agent.sleep(false).context("the agent is busy")?;
         let out = run_async(job.run())?;
         // The server's shape (`SleepResult`), plus whether the sleep reflected.
         let result = serde_json::json!({

@@ -72,7 +72,11 @@ async fn main_job(
         llm,
         RuntimeOptions {
             clock,
-            schedule_sleeps: args.scenario.is_none(),
+            // A scenario's scripted sleeps come from its events and its `sleep_every` may push
+            // the periodic ones past its end; the scheduler still runs, so that an agent whose
+            // usage passes its sleep threshold sleeps at once (`scheduler::Tired`), as it would
+            // in production.
+            schedule_sleeps: true,
             semantic,
             ..Default::default()
         },
@@ -295,7 +299,12 @@ fn describe(event: &Event, quiet: bool) -> Option<String> {
                 clip(reason, 90)
             )
         }
-        Event::SleepStarted { .. } => format!("{agent} 💤 sleeps"),
+        Event::SleepStarted { tired: false, .. } => format!("{agent} 💤 sleeps"),
+        Event::SleepStarted { tired: true, .. } => {
+            format!(
+                "{agent} 💤 sleeps early: tired, its next turn would reach the emergency threshold"
+            )
+        }
         Event::ConsolidationCompleted {
             entries,
             facts,

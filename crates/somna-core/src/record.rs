@@ -288,7 +288,9 @@ pub enum EventRecord {
     /// (`AgentRecord::next_sleep_at`), so each due time is served by exactly one logged sleep.
     Sleep {
         at: Timestamp,
-        /// The due time this sleep served: the schedule's `next_sleep_at` when it began.
+        /// The due time this sleep served: the schedule's `next_sleep_at` when it began; `None`
+        /// for a sleep brought forward because the agent was tired, which serves none and
+        /// leaves the schedule as it was (`next` is that due time).
         #[serde(default)]
         due: Option<Timestamp>,
         /// The next due time it recorded.

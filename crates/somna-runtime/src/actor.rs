@@ -8,13 +8,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use somna_core::Timestamp;
 use somna_core::config::{AgentConfig, AgentOverrides};
 use tokio::sync::oneshot;
 
 use crate::agent::cadence::TickCadence;
 use crate::agent::queue::{Admission, AfterJob, JobQueue};
-use crate::agent::{Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobOutcome};
+use crate::agent::{
+    Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobKind, JobOutcome,
+};
 use crate::compactor::CompactionOutcome;
+use crate::scheduler::Tired;
 use crate::stats::TickStats;
 use somna_store::{StoreError, UncompactOutcome};
 
@@ -36,10 +40,16 @@ pub(crate) struct InboxInput {
 #[rtype(result = "()")]
 pub(crate) struct Tick;
 
-/// Sleep now: consolidation, reflection, compaction at the sleep threshold.
+/// Sleep now: consolidation, reflection, compaction at the sleep threshold. A `tired` sleep (one
+/// the scheduler brought forward because a turn left the agent near its emergency threshold,
+/// `scheduler::Tired`) compacts, and consolidates only when a full batch of journal entries
+/// waits: the scheduled sleep consolidates the rest, so that sleeping early costs no more LLM
+/// calls than the emergency it replaces.
 #[derive(Debug, Message)]
 #[rtype(result = "SleepResult")]
-pub(crate) struct Sleep;
+pub(crate) struct Sleep {
+    pub tired: bool,
+}
 
 /// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
 /// flight (up to [`MAX_DEFERRED`] requests), then runs.
@@ -51,6 +61,11 @@ pub enum SleepResult {
     Slept {
         compaction: Option<CompactionOutcome>,
         error: Option<String>,
+        /// The durable schedule's next due time the sleep recorded, for the scheduler (which
+        /// follows the record, so that it never sends a sleep before it is due); not on the wire.
+        #[serde(skip)]
+        #[cfg_attr(feature = "openapi", schema(ignore))]
+        next_sleep_at: Option<Timestamp>,
     },
     /// The agent could not sleep: it is waiting on host tools, shutting down, or has too many
     /// requests queued. Nothing ran.
@@ -84,7 +99,8 @@ pub use crate::agent::queue::MAX_DEFERRED;
 /// A request that needs the agent free; it waits in the [`JobQueue`] while a job is in flight.
 #[derive(Debug)]
 enum Deferred {
-    Sleep(oneshot::Sender<SleepResult>),
+    /// A sleep (tired or not) and where its answer goes.
+    Sleep(bool, oneshot::Sender<SleepResult>),
     Compact(bool, oneshot::Sender<CompactionOutcome>),
     Uncompact(u64, oneshot::Sender<UncompactResult>),
 }
@@ -118,6 +134,10 @@ pub(crate) struct AgentActor {
     /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
     /// read, the builtin provider's CPU work) never delays another agent's tick.
     jobs: tokio::runtime::Handle,
+    /// The scheduler, told when a turn leaves the agent tired (`None`: no scheduled sleeps).
+    scheduler: Option<Recipient<Tired>>,
+    /// Told the scheduler since the last sleep or compaction: not told again every turn.
+    told_tired: bool,
 }
 
 impl AgentActor {
@@ -128,6 +148,7 @@ impl AgentActor {
         first_tick_after: Duration,
         stats: Arc<TickStats>,
         jobs: tokio::runtime::Handle,
+        scheduler: Option<Recipient<Tired>>,
     ) -> Self {
         AgentActor {
             agent,
@@ -135,6 +156,8 @@ impl AgentActor {
             cadence: TickCadence::new(tick_every, first_tick_after),
             stats,
             jobs,
+            scheduler,
+            told_tired: false,
         }
     }
 
@@ -190,10 +213,29 @@ impl AgentActor {
                 .into_actor(self)
                 .map(move |out, act, ctx| {
                     act.agent.finish(kind, &out);
+                    let tired = out.tired;
                     reply(out);
+                    act.after(kind, tired);
                     act.job_done(ctx);
                 }),
         );
+    }
+
+    /// After a job of `kind`: a turn that left the agent `tired` (a sleep now would compact,
+    /// [`JobOutcome::tired`]) tells the scheduler once, which brings its sleep forward; a sleep or
+    /// a compaction lets it tell again.
+    fn after(&mut self, kind: JobKind, tired: bool) {
+        match kind {
+            JobKind::Step | JobKind::Emergency { .. } => {
+                if tired && !self.told_tired {
+                    if let Some(scheduler) = &self.scheduler {
+                        scheduler.do_send(Tired(self.agent.id().clone()));
+                        self.told_tired = true;
+                    }
+                }
+            }
+            JobKind::Sleep { .. } | JobKind::Compact { .. } => self.told_tired = false,
+        }
     }
 
     /// Runs `op` now if the agent is free, else queues it behind the job in flight, else refuses it.
@@ -209,7 +251,7 @@ impl AgentActor {
     /// now (it waits on host tools) is answered `Busy`.
     fn start(&mut self, op: Deferred, ctx: &mut Context<Self>) {
         match op {
-            Deferred::Sleep(tx) => match self.agent.sleep() {
+            Deferred::Sleep(tired, tx) => match self.agent.sleep(tired) {
                 Some(job) => self.spawn(job, ctx, move |out| drop(tx.send(slept(out)))),
                 None => drop(tx.send(SleepResult::Busy)),
             },
@@ -240,6 +282,7 @@ fn slept(out: JobOutcome) -> SleepResult {
     SleepResult::Slept {
         compaction: out.compaction,
         error: out.error,
+        next_sleep_at: out.next_sleep_at,
     }
 }
 
@@ -286,9 +329,9 @@ impl Handler<Tick> for AgentActor {
 
 impl Handler<Sleep> for AgentActor {
     type Result = ResponseFuture<SleepResult>;
-    fn handle(&mut self, _: Sleep, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Sleep, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
-        self.run_or_defer(Deferred::Sleep(tx), ctx);
+        self.run_or_defer(Deferred::Sleep(msg.tired, tx), ctx);
         Box::pin(async move { rx.await.unwrap_or(SleepResult::Busy) })
     }
 }
@@ -314,7 +357,7 @@ impl Handler<Uncompact> for AgentActor {
 /// Answers a request that cannot run.
 fn refuse(op: Deferred) {
     match op {
-        Deferred::Sleep(tx) => drop(tx.send(SleepResult::Busy)),
+        Deferred::Sleep(_, tx) => drop(tx.send(SleepResult::Busy)),
         Deferred::Compact(_, tx) => drop(tx.send(CompactionOutcome::Busy)),
         Deferred::Uncompact(_, tx) => drop(tx.send(Err(UncompactError::Busy))),
     }

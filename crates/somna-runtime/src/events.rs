@@ -47,6 +47,10 @@ pub enum Event {
     },
     SleepStarted {
         agent: AgentId,
+        /// Brought forward because a turn left the agent near its emergency threshold (see
+        /// `scheduler::Tired`); absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tired: bool,
     },
     ConsolidationCompleted {
         agent: AgentId,
@@ -158,7 +162,7 @@ impl Event {
             | Event::CompactionFailed { agent, .. }
             | Event::EmergencyTriggered { agent, .. }
             | Event::Uncompacted { agent, .. }
-            | Event::SleepStarted { agent }
+            | Event::SleepStarted { agent, .. }
             | Event::ConsolidationCompleted { agent, .. }
             | Event::SleepCompleted { agent }
             | Event::AgentReplied { agent, .. }
@@ -327,7 +331,10 @@ mod tests {
                 summary_seq: 1,
                 restored: 2,
             },
-            Event::SleepStarted { agent: a.clone() },
+            Event::SleepStarted {
+                agent: a.clone(),
+                tired: false,
+            },
             Event::ConsolidationCompleted {
                 agent: a.clone(),
                 entries: 1,

@@ -198,9 +198,9 @@ impl Runtime {
             (explicit, _) => explicit,
         };
         let arbiters: Vec<Arbiter> = (0..n.max(1)).map(|_| Arbiter::new()).collect();
-        let scheduler = options
-            .schedule_sleeps
-            .then(|| Scheduler::new(config.runtime.max_concurrent_sleeps as usize).start());
+        let scheduler = options.schedule_sleeps.then(|| {
+            Scheduler::new(config.runtime.max_concurrent_sleeps as usize, options.clock).start()
+        });
         let compactor = Compactor::new(store.clone(), Arc::clone(&llm));
         let jobs = JobPool::new(cores).map_err(RuntimeError::JobPool)?;
         let runtime = Runtime {
@@ -280,8 +280,9 @@ impl Runtime {
         let stats = Arc::clone(&self.inner.stats);
         let jobs = self.inner.jobs.handle.clone();
         let gauge = Arc::clone(agent.gauge());
+        let scheduler = self.inner.scheduler.clone().map(Addr::recipient);
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            AgentActor::new(agent, tick, offset, stats, jobs)
+            AgentActor::new(agent, tick, offset, stats, jobs, scheduler)
         });
         self.register_sleeps(&id, &addr, timing, first_in);
         if let Some(replaced) = self.write_agents().insert(id, Hosted { addr, gauge }) {
@@ -509,7 +510,7 @@ impl Runtime {
 
     /// Puts an agent to sleep now (consolidation, then compaction at the sleep threshold).
     pub async fn sleep(&self, id: &AgentId) -> Result<SleepResult> {
-        self.ask(id, actor::Sleep).await
+        self.ask(id, actor::Sleep { tired: false }).await
     }
 
     /// Sends `msg` to the agent's actor and waits for its answer (`Mailbox` when the actor is

@@ -1,6 +1,10 @@
 //! The `Scheduler` actor: sends `Sleep` to each agent every `sleep_every`, with jitter so thousands of
-//! agents don't sleep at once, and never more than `max_concurrent_sleeps` at a time. The timing
-//! logic is the plain [`SleepPlan`]; the actor only drives it.
+//! agents don't sleep at once, and never more than `max_concurrent_sleeps` at a time. An agent
+//! whose usage passed its sleep threshold after a turn says it is [`Tired`]: its sleep is brought
+//! forward to now (sent at once when a place is free, else as soon as one frees), so that the
+//! compaction runs at the sleep threshold, with consolidation before it, instead of as an
+//! emergency in the middle of the conversation. The timing logic is the plain [`SleepPlan`]; the
+//! actor only drives it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -9,6 +13,7 @@ use actix::prelude::*;
 use somna_core::AgentId;
 
 use crate::actor::{Sleep, SleepResult};
+use crate::clock::Clock;
 
 /// One agent's place in the sleep schedule.
 #[derive(Debug, Clone)]
@@ -21,6 +26,8 @@ struct Slot {
     /// How many sleeps were scheduled (varies the jitter).
     cycle: u64,
     sleeping: bool,
+    /// Due because it is tired ([`SleepPlan::tired`]), not by the schedule (until it is sent).
+    tired: bool,
 }
 
 /// The schedule, without actix: which agents are due, and when each is due next.
@@ -53,6 +60,7 @@ impl SleepPlan {
                 next_at: first,
                 cycle: 0,
                 sleeping: false,
+                tired: false,
             },
         );
     }
@@ -62,6 +70,19 @@ impl SleepPlan {
     pub fn due_at(&mut self, id: &AgentId, at: Instant) {
         if let Some(s) = self.slots.get_mut(id) {
             s.next_at = at;
+        }
+    }
+
+    /// Brings `id`'s next sleep forward to `now` (it is tired: usage passed its sleep threshold).
+    /// True when that changed anything: not when it is asleep or already due.
+    pub fn tired(&mut self, id: &AgentId, now: Instant) -> bool {
+        match self.slots.get_mut(id) {
+            Some(s) if !s.sleeping && s.next_at > now => {
+                s.next_at = now;
+                s.tired = true;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -94,15 +115,30 @@ impl SleepPlan {
         due.into_iter().map(|(_, id)| id).collect()
     }
 
-    /// Marks `id`'s sleep finished and schedules its next one.
-    pub fn finished(&mut self, id: &AgentId, now: Instant) {
+    /// Whether `id`'s sleep (due now) was brought forward because it is tired; asked once, as
+    /// the sleep is sent.
+    pub fn take_tired(&mut self, id: &AgentId) -> bool {
+        self.slots
+            .get_mut(id)
+            .is_some_and(|s| std::mem::take(&mut s.tired))
+    }
+
+    /// Marks `id`'s sleep finished and schedules its next one (plus its jitter): `next_in` from
+    /// `now` when the sleep recorded when its next is due (the durable schedule, which a tired
+    /// sleep leaves as it was unless it ran once that time had come; the plan follows it so that
+    /// it never sends a sleep before the record has it due), else a period on (no sleep ran: the
+    /// agent was busy).
+    pub fn finished(&mut self, id: &AgentId, now: Instant, next_in: Option<Duration>) {
         if let Some(s) = self.slots.get_mut(id) {
             if s.sleeping {
                 s.sleeping = false;
                 self.in_flight = self.in_flight.saturating_sub(1);
             }
+            s.tired = false;
             s.cycle += 1;
-            s.next_at = now + s.every + jitter_for(id, s.cycle, s.jitter);
+            // Jitter on top, never before the record's time.
+            let jitter = jitter_for(id, s.cycle, s.jitter);
+            s.next_at = now + next_in.unwrap_or(s.every) + jitter;
         }
     }
 
@@ -157,6 +193,11 @@ pub struct Register {
 #[rtype(result = "()")]
 pub struct Unregister(pub AgentId);
 
+/// An agent's usage passed its sleep threshold after a turn: bring its sleep forward to now.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Tired(pub AgentId);
+
 /// Stop scheduling sleeps.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -166,6 +207,8 @@ pub struct StopScheduling;
 #[derive(Debug)]
 pub struct Scheduler {
     plan: SleepPlan,
+    /// The runtime's clock: the durable schedule's times are in it.
+    clock: Clock,
     sleepers: HashMap<AgentId, Recipient<Sleep>>,
     poll: Option<SpawnHandle>,
     poll_every: Duration,
@@ -173,10 +216,11 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler allowing `max_concurrent` sleeps at once.
-    pub fn new(max_concurrent: usize) -> Self {
+    /// A scheduler allowing `max_concurrent` sleeps at once, on the runtime's `clock`.
+    pub fn new(max_concurrent: usize, clock: Clock) -> Self {
         Scheduler {
             plan: SleepPlan::new(max_concurrent),
+            clock,
             sleepers: HashMap::new(),
             poll: None,
             poll_every: Duration::from_secs(1),
@@ -205,12 +249,26 @@ impl Scheduler {
                 self.plan.unregister(&id);
                 continue;
             };
-            let request = sleeper.send(Sleep);
-            ctx.spawn(request.into_actor(self).map(move |res, act, _| {
-                if let Ok(SleepResult::Busy) = res {
-                    tracing::debug!(agent = %id, "agent busy; sleep skipped until its next turn");
-                }
-                act.plan.finished(&id, Instant::now());
+            let tired = self.plan.take_tired(&id);
+            let request = sleeper.send(Sleep { tired });
+            ctx.spawn(request.into_actor(self).map(move |res, act, ctx| {
+                let next_in = match res {
+                    Ok(SleepResult::Busy) => {
+                        tracing::debug!(agent = %id, "agent busy; sleep skipped until its next turn");
+                        None
+                    }
+                    Ok(SleepResult::Slept {
+                        next_sleep_at: Some(at),
+                        ..
+                    }) => {
+                        let wait = Duration::from_millis(at.0.saturating_sub(act.clock.now().0));
+                        Some(act.clock.to_real(wait))
+                    }
+                    _ => None,
+                };
+                act.plan.finished(&id, Instant::now(), next_in);
+                // A freed place goes at once to whoever waits for one (a tired agent).
+                act.dispatch(ctx);
             }));
         }
     }
@@ -239,6 +297,16 @@ impl Handler<Unregister> for Scheduler {
     fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
         self.plan.unregister(&msg.0);
         self.sleepers.remove(&msg.0);
+    }
+}
+
+impl Handler<Tired> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: Tired, ctx: &mut Context<Self>) {
+        if !self.stopped && self.plan.tired(&msg.0, Instant::now()) {
+            tracing::debug!(agent = %msg.0, "tired: sleep brought forward");
+            self.dispatch(ctx);
+        }
     }
 }
 
@@ -272,14 +340,44 @@ mod tests {
         assert_eq!(first.len(), 2, "the cap holds");
         assert_eq!(plan.in_flight(), 2);
         assert!(plan.due(t0 + Duration::from_secs(11)).is_empty(), "no room");
-        plan.finished(&first[0], t0 + Duration::from_secs(12));
+        plan.finished(&first[0], t0 + Duration::from_secs(12), None);
         let next = plan.due(t0 + Duration::from_secs(12));
         assert_eq!(next.len(), 1, "the third agent gets the freed place");
         assert!(!first.contains(&next[0]));
         // The finished agent is due again one period after it finished.
         assert!(!plan.due(t0 + Duration::from_secs(21)).contains(&first[0]));
-        plan.finished(&next[0], t0 + Duration::from_secs(12));
+        plan.finished(&next[0], t0 + Duration::from_secs(12), None);
         assert!(plan.due(t0 + Duration::from_secs(22)).contains(&first[0]));
+    }
+
+    #[test]
+    fn a_tired_agent_is_due_at_once_within_the_cap() {
+        let t0 = Instant::now();
+        let mut plan = SleepPlan::new(1);
+        for n in ["a", "b"] {
+            plan.register(id(n), Duration::from_secs(100), Duration::ZERO, t0);
+        }
+        let t1 = t0 + Duration::from_secs(5);
+        assert!(plan.tired(&id("a"), t1));
+        assert!(!plan.tired(&id("a"), t1), "already due: nothing changes");
+        assert!(!plan.tired(&id("nobody"), t1));
+        assert_eq!(plan.due(t1), [id("a")]);
+        assert!(!plan.tired(&id("a"), t1), "asleep: nothing changes");
+        // At the cap, a tired agent waits for the place to free.
+        assert!(plan.tired(&id("b"), t1));
+        assert!(plan.due(t1).is_empty());
+        // The tired sleep left the record's schedule as it was (due at t0 + 100): the plan
+        // follows what the sleep reports.
+        let t2 = t1 + Duration::from_secs(1);
+        plan.finished(&id("a"), t2, Some(t0 + Duration::from_secs(100) - t2));
+        assert_eq!(plan.due(t2), [id("b")]);
+        assert!(plan.due(t0 + Duration::from_secs(99)).is_empty());
+        // b's sleep came back busy (nothing ran, nothing reported): a period on.
+        plan.finished(&id("b"), t2, None);
+        assert_eq!(plan.due(t0 + Duration::from_secs(100)), [id("a")]);
+        assert!(plan.due(t2 + Duration::from_secs(99)).is_empty());
+        plan.finished(&id("a"), t0 + Duration::from_secs(100), None);
+        assert_eq!(plan.due(t2 + Duration::from_secs(100)), [id("b")]);
     }
 
     #[test]

@@ -119,7 +119,7 @@ async fn input_is_kept_at_once_and_one_tick_steps_while_the_agent_stays_busy() {
     assert_eq!(b.agent.state(), AgentState::Stepping);
     // While the step is in flight nothing else starts.
     assert!(b.agent.tick().unwrap().is_none());
-    assert!(b.agent.sleep().is_none());
+    assert!(b.agent.sleep(false).is_none());
     assert!(b.agent.compact(true).is_none());
 
     let out = b.run(job).await;
@@ -188,7 +188,7 @@ async fn a_host_tool_call_waits_for_the_host_then_the_step_goes_on() {
         START.saturating_add(Duration::from_secs(30))
     );
     // No sleep and no step while the host owes an answer; a compaction may run.
-    assert!(b.agent.sleep().is_none());
+    assert!(b.agent.sleep(false).is_none());
     assert!(b.tick().await.is_none());
     assert!(matches!(
         b.agent.inbound(Inbound::ToolResult {
@@ -271,8 +271,8 @@ async fn the_emergency_check_comes_first_in_a_tick_and_the_step_follows() {
 #[tokio::test(start_paused = true)]
 async fn sleep_and_a_manual_compaction_run_as_jobs_one_at_a_time() {
     let (mut b, _) = bench(30, 8192);
-    let job = b.agent.sleep().expect("an idle agent sleeps");
-    assert_eq!(job.kind, JobKind::Sleep);
+    let job = b.agent.sleep(false).expect("an idle agent sleeps");
+    assert_eq!(job.kind, JobKind::Sleep { tired: false });
     assert_eq!(b.agent.state(), AgentState::Sleeping);
     assert!(b.agent.compact(true).is_none(), "one job at a time");
     assert!(b.agent.tick().unwrap().is_none());

@@ -165,9 +165,9 @@ id = "wren"
             other => format!("{other:?}"),
         };
         let llm_summary = matches!(&out.compaction, Some(CompactionOutcome::Done(r)) if r.method == CompactionMethod::Llm);
-        let job = agent.sleep().unwrap();
+        let job = agent.sleep(false).unwrap();
         let out = job.run().await;
-        agent.finish(JobKind::Sleep, &out);
+        agent.finish(JobKind::Sleep { tired: false }, &out);
         let elapsed = started.elapsed();
 
         let mut compacted = GroundingCounts::default();

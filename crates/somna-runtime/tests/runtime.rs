@@ -790,3 +790,75 @@ async fn next_reply(rx: &mut broadcast::Receiver<Stamped>) -> String {
         _ => panic!("no reply: {events:?}"),
     }
 }
+
+/// Issue 26, item 5: an agent whose turns bring it near its emergency threshold sleeps early
+/// (a `sleep_started` with `tired`), its compactions are a sleep's, no emergency runs, and the
+/// durable sleep schedule is left as it was. Negative control: the same turns with the scheduler
+/// off end in emergency compactions.
+#[actix::test]
+async fn a_tired_agent_sleeps_before_its_emergency() {
+    for scheduled in [true, false] {
+        let store = Store::temporary().unwrap();
+        let smith = id("smith");
+        let cfg = runtime_config(
+            Extra {
+                defaults: "sleep_every = \"1h\"",
+                ..Extra::default()
+            },
+            &[("smith", 1_500, "")],
+        );
+        let llm: Arc<dyn LlmClient> = Arc::new(somna_llm::BuiltinClient::new());
+        let runtime = Runtime::start(cfg, store.clone(), llm, options(scheduled)).unwrap();
+        let mut rx = runtime.subscribe();
+        let mut events = Vec::new();
+        let mut due = None;
+        for i in 0..40 {
+            aldric_says(
+                &runtime,
+                &smith,
+                &format!("Order {i}: two iron hinges and a latch for the barn door, by Friday."),
+            )
+            .await;
+            events.extend(
+                wait_for(&mut rx, Duration::from_secs(10), |e| {
+                    matches!(e, Event::AgentReplied { .. })
+                })
+                .await,
+            );
+            // The schedule the agent's load wrote.
+            due = due.or(store.agent(&smith).unwrap().unwrap().next_sleep_at);
+        }
+        runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+        events.extend(drain(&mut rx));
+        let tired = events
+            .iter()
+            .filter(|e| matches!(e, Event::SleepStarted { tired: true, .. }))
+            .count();
+        let emergencies = events
+            .iter()
+            .filter(|e| matches!(e, Event::EmergencyTriggered { .. }))
+            .count();
+        let by_sleep = events
+            .iter()
+            .filter(|e| {
+                matches!(e, Event::CompactionCompleted { report, .. } if report.trigger == Trigger::Sleep)
+            })
+            .count();
+        println!(
+            "scheduled {scheduled}: {tired} tired sleeps, {by_sleep} sleep compactions, {emergencies} emergencies"
+        );
+        if scheduled {
+            assert!(tired > 0 && by_sleep > 0, "{events:#?}");
+            assert_eq!(emergencies, 0, "{events:#?}");
+            assert!(due.is_some());
+            assert_eq!(
+                store.agent(&smith).unwrap().unwrap().next_sleep_at,
+                due,
+                "a tired sleep leaves the schedule as it was"
+            );
+        } else {
+            assert_eq!(tired, 0);
+            assert!(emergencies > 0, "the turns reach the emergency threshold");
+        }
+    }
+}

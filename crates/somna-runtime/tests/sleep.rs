@@ -71,7 +71,9 @@ fn smith_sleeping(
 
 fn slept(result: SleepResult) -> (Option<CompactionOutcome>, Option<String>) {
     match result {
-        SleepResult::Slept { compaction, error } => (compaction, error),
+        SleepResult::Slept {
+            compaction, error, ..
+        } => (compaction, error),
         SleepResult::Busy => panic!("busy"),
     }
 }

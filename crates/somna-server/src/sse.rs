@@ -367,6 +367,7 @@ mod tests {
             at: Timestamp(5),
             event: Event::SleepStarted {
                 agent: AgentId::new("bard").unwrap(),
+                tired: false,
             },
         })
         .unwrap();

@@ -2,8 +2,9 @@
 //! run as spawned futures with their own copies of what they need (`JobContext`), reporting
 //! back a [`JobOutcome`]. Sleep's steps are in `sleep.rs`.
 
+use somna_core::compaction::{PlanOutcome, PlanRequest, plan};
 use somna_core::config::AgentConfig;
-use somna_core::message::Message;
+use somna_core::message::{Message, Role};
 use somna_core::record::Trigger;
 use somna_core::tokens::{Calibration, Observation, TokenCounter};
 use somna_core::usage::{Usage, calibration_factor};
@@ -32,8 +33,10 @@ pub enum JobKind {
     Emergency { then_step: bool },
     /// Score observations, then reply if a reply is owed.
     Step,
-    /// Consolidation, reflection, then compaction at the sleep threshold.
-    Sleep,
+    /// Consolidation, reflection, then compaction at the sleep threshold. `tired`: brought
+    /// forward by the scheduler because a turn left the agent near its emergency threshold; it
+    /// consolidates only a full batch of journal entries (the scheduled sleep does the rest).
+    Sleep { tired: bool },
     /// A compaction asked for through the API (`force` = manual, ignoring thresholds).
     Compact { force: bool },
 }
@@ -148,6 +151,11 @@ pub struct JobOutcome {
     pub embedded: usize,
     /// What the grounding check did with a sleep's consolidated facts and reflections.
     pub grounding: GroundingCounts,
+    /// After a sleep: the next due time it recorded in the durable schedule.
+    pub next_sleep_at: Option<Timestamp>,
+    /// After a turn: a sleep now would compact (usage at or above the sleep threshold and a body
+    /// to summarize), so the scheduler may bring the sleep forward (`scheduler::Tired`).
+    pub tired: bool,
 }
 
 impl Job {
@@ -165,7 +173,7 @@ impl Job {
                 }
             }
             JobKind::Step => ctx.step(&mut out).await,
-            JobKind::Sleep => ctx.sleep(&mut out).await,
+            JobKind::Sleep { tired } => ctx.sleep(tired, &mut out).await,
             JobKind::Compact { force } => {
                 let trigger = if force {
                     Trigger::Manual
@@ -175,6 +183,12 @@ impl Job {
                 ctx.compact(trigger, &mut out).await
             }
         };
+        if matches!(
+            self.kind,
+            JobKind::Step | JobKind::Emergency { then_step: true }
+        ) {
+            out.tired = ctx.tired(out.calibration.as_ref());
+        }
         if let Err(e) = result {
             // The one place a job's error becomes text (for `Event::Error` and `SleepResult`).
             out.permanent = e.is_permanent();
@@ -185,6 +199,64 @@ impl Job {
 }
 
 impl JobContext {
+    /// True when the agent should sleep before its next turn: usage (O(1)) is at or above the
+    /// sleep threshold; another exchange like the last one (the turns since the reply before
+    /// this one) would take it to the emergency threshold, so waiting for the scheduled sleep
+    /// risks an emergency compaction in the middle of the conversation; and the plan a sleep
+    /// would make has a body, so that a sleep brought forward never only consolidates. Coming
+    /// as late as that, a sleep's compaction frees about what an emergency one would, so the
+    /// agent does not compact more often. `calibration`: the step's new one, if any.
+    fn tired(&self, calibration: Option<&Calibration>) -> bool {
+        let cfg = &self.config.compaction;
+        if !cfg.enabled {
+            return false;
+        }
+        let factor = calibration_factor(&self.counter, calibration.unwrap_or(&self.calibration));
+        let Ok(history_tokens) = self.deps.store.usage_tokens(&self.id) else {
+            return false;
+        };
+        let usage = Usage::new(
+            self.fixed_tokens,
+            history_tokens,
+            factor,
+            cfg.max_context_tokens,
+        );
+        if usage.fraction() < cfg.sleep_threshold {
+            return false;
+        }
+        let Ok(history) = self.deps.store.history(&self.id) else {
+            return false;
+        };
+        // A mean exchange: the live turns' tokens over the replies among them.
+        let (turns, replies) =
+            history
+                .iter()
+                .filter(|m| m.summary().is_none())
+                .fold((0u64, 0u64), |(t, r), m| {
+                    (
+                        t + u64::from(m.tokens),
+                        r + u64::from(m.role == Role::Assistant),
+                    )
+                });
+        let exchange = turns / replies.max(1);
+        let next = Usage::new(
+            self.fixed_tokens,
+            history_tokens + exchange,
+            factor,
+            cfg.max_context_tokens,
+        );
+        if next.fraction() < cfg.emergency_threshold {
+            return false;
+        }
+        let request = PlanRequest {
+            history: &history,
+            fixed_tokens: self.fixed_tokens,
+            trigger: Trigger::Sleep,
+            calibration: factor,
+        };
+        matches!(plan(&request, cfg, &self.counter), PlanOutcome::Plan(_))
+    }
+
     pub(super) fn now(&self) -> Timestamp {
         self.deps.clock.now()
     }

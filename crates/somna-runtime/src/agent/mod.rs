@@ -388,9 +388,10 @@ impl Agent {
         Ok(None)
     }
 
-    /// Starts a sleep, unless the agent is busy (then `None`).
-    pub fn sleep(&mut self) -> Option<Job> {
-        (self.state == AgentState::Idle).then(|| self.start(JobKind::Sleep))
+    /// Starts a sleep (`tired`: brought forward, see [`JobKind::Sleep`]), unless the agent is
+    /// busy (then `None`).
+    pub fn sleep(&mut self, tired: bool) -> Option<Job> {
+        (self.state == AgentState::Idle).then(|| self.start(JobKind::Sleep { tired }))
     }
 
     /// Starts a compaction asked for through the API, unless the agent is busy (then `None`).
@@ -402,7 +403,7 @@ impl Agent {
     fn start(&mut self, kind: JobKind) -> Job {
         self.set_state(match kind {
             JobKind::Step => AgentState::Stepping,
-            JobKind::Sleep => AgentState::Sleeping,
+            JobKind::Sleep { .. } => AgentState::Sleeping,
             JobKind::Emergency { .. } | JobKind::Compact { .. } => AgentState::Compacting,
         });
         let observations = if matches!(kind, JobKind::Step | JobKind::Emergency { .. }) {

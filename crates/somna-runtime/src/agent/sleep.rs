@@ -20,9 +20,10 @@ impl JobContext {
     /// Sleep: consolidation, reflection, then compaction at the sleep threshold. A failed step
     /// does not stop the next one; every failure is reported in the job's error (the sleep's
     /// result), joined with "; ", and what failed is left for the next sleep to retry.
-    pub(super) async fn sleep(&self, out: &mut JobOutcome) -> Result<(), JobError> {
+    pub(super) async fn sleep(&self, tired: bool, out: &mut JobOutcome) -> Result<(), JobError> {
         self.emit(Event::SleepStarted {
             agent: self.id.clone(),
+            tired,
         });
         // The due time this sleep serves (the durable schedule's), recorded with its end.
         let due = self
@@ -31,7 +32,7 @@ impl JobContext {
             .agent(&self.id)?
             .and_then(|r| r.next_sleep_at);
         let mut failures = Vec::new();
-        let (entries, facts) = self.consolidate(out).await.unwrap_or_else(|e| {
+        let (entries, facts) = self.consolidate(tired, out).await.unwrap_or_else(|e| {
             failures.push(SleepFailure::Consolidation(e));
             (0, 0)
         });
@@ -39,13 +40,16 @@ impl JobContext {
             failures.push(SleepFailure::Reflection(e));
             0
         });
-        self.emit(Event::ConsolidationCompleted {
-            agent: self.id.clone(),
-            entries,
-            facts,
-            reflections,
-            grounding: out.grounding,
-        });
+        // A tired sleep that left the journal for the scheduled one has nothing to report.
+        if !(tired && entries == 0 && reflections == 0) {
+            self.emit(Event::ConsolidationCompleted {
+                agent: self.id.clone(),
+                entries,
+                facts,
+                reflections,
+                grounding: out.grounding,
+            });
+        }
         if let Err(e) = self.compact(Trigger::Sleep, out).await {
             failures.push(SleepFailure::Compaction(e));
         }
@@ -73,10 +77,15 @@ impl JobContext {
         // before it; a crash in between runs the sleep again (consolidation and a compaction at
         // the threshold are safe to repeat), never skips it, and only one run is logged.
         let now = self.now();
-        let next = now.saturating_add(self.config.sleep_every);
+        // A tired sleep (brought forward) leaves the schedule as it was and serves no due time:
+        // each due time is still served by exactly one logged sleep.
+        let (served, next) = match due {
+            Some(due) if tired && due > now => (None, due),
+            _ => (due, now.saturating_add(self.config.sleep_every)),
+        };
         let record = EventRecord::Sleep {
             at: now,
-            due,
+            due: served,
             next,
             entries: u32::try_from(entries).unwrap_or(u32::MAX),
             facts: u32::try_from(facts).unwrap_or(u32::MAX),
@@ -84,8 +93,11 @@ impl JobContext {
             grounding: (out.grounding.total() > 0).then_some(out.grounding),
             failures: failures.iter().map(ToString::to_string).collect(),
         };
-        if let Err(e) = self.deps.store.finish_sleep(&self.id, record, next) {
-            tracing::warn!(agent = %self.id, error = %e, "cannot record the sleep and its next time");
+        match self.deps.store.finish_sleep(&self.id, record, next) {
+            Ok(_) => out.next_sleep_at = Some(next),
+            Err(e) => {
+                tracing::warn!(agent = %self.id, error = %e, "cannot record the sleep and its next time");
+            }
         }
         self.emit(Event::SleepCompleted {
             agent: self.id.clone(),
@@ -103,11 +115,17 @@ impl JobContext {
     /// error. Every fact is checked against the entries it cites before it is committed
     /// ([`grounding`]); when none holds up, the builtin consolidation (which quotes the entries)
     /// takes their place.
-    async fn consolidate(&self, out: &mut JobOutcome) -> Result<(usize, usize), JobError> {
+    async fn consolidate(
+        &self,
+        tired: bool,
+        out: &mut JobOutcome,
+    ) -> Result<(usize, usize), JobError> {
         let store = &self.deps.store;
         let mut entries = store.unconsolidated(&self.id, self.config.memory.min_importance)?;
         entries.truncate(CONSOLIDATION_BATCH);
-        if entries.is_empty() {
+        // A tired sleep consolidates only a full batch: one LLM call per 50 entries, not one
+        // per early sleep.
+        if entries.is_empty() || (tired && entries.len() < CONSOLIDATION_BATCH) {
             return Ok((0, 0));
         }
         let request = prompts::consolidate_request(&self.config.model, &entries);

@@ -640,11 +640,11 @@ async fn consolidate(
         {
             break;
         }
-        let Some(job) = agent.sleep() else {
+        let Some(job) = agent.sleep(false) else {
             break;
         };
         let out = job.run().await;
-        agent.finish(JobKind::Sleep, &out);
+        agent.finish(JobKind::Sleep { tired: false }, &out);
         if let Some(message) = out.error {
             return Err(EvalError::Sleep {
                 conversation: conversation.to_string(),
