@@ -326,6 +326,62 @@ fn inputs_reach_agents_on_other_nodes_with_nats() {
     assert_every_reply_seen(&nodes, &replied);
 }
 
+/// Issue 27: two clusters on one NATS server (two stores, each with an agent `smith`) keep their
+/// live events apart: cluster X's stream never carries what cluster Y's agents say, as the
+/// subjects are each cluster's own (named by the id its store keeps).
+#[test]
+fn two_clusters_on_one_nats_server_keep_their_events_apart() {
+    let nats = std::env::var("SOMNA_TEST_NATS_URL").unwrap_or_default();
+    if nats.is_empty() {
+        somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
+        return;
+    }
+    let scratch =
+        |prefix: &str| support::PgScratch::new(prefix, |url, schema| config(url, schema, &nats));
+    let (Some(x), Some(y)) = (scratch("somna_apart_x"), scratch("somna_apart_y")) else {
+        return;
+    };
+    let a = serve_node(x.dir(), "node-a", Stdio::null());
+    let b = serve_node(y.dir(), "node-b", Stdio::null());
+    for dir in [x.dir(), y.dir()] {
+        wait_for(dir, Duration::from_secs(60), |s| {
+            held(s).len() == 1 && s["unowned_shards"] == 0
+        });
+    }
+    let stream = sse_lines(a.addr(), Duration::from_secs(6));
+    let own = sse_lines(b.addr(), Duration::from_secs(6));
+    std::thread::sleep(Duration::from_millis(300));
+    let line = "Cluster Y's secret: the vault code is 4417.";
+    let o = command(y.dir())
+        .args([
+            "--server", &b.url, "send", "smith", line, "--from", "Aldric",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let replies = |lines: Vec<String>| -> Vec<Value> {
+        lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter(|e| e["type"] == "agent_replied")
+            .collect()
+    };
+    let (seen_by_x, seen_by_y) = (
+        replies(stream.join().unwrap()),
+        replies(own.join().unwrap()),
+    );
+    assert!(
+        !seen_by_y.is_empty(),
+        "cluster Y's own stream carries its reply (else this test shows nothing)"
+    );
+    assert!(
+        seen_by_x.is_empty(),
+        "cluster X's stream carried cluster Y's events: {seen_by_x:?}"
+    );
+    drop((a, b));
+}
+
 #[test]
 fn inputs_reach_agents_on_other_nodes_when_nats_is_down() {
     // Nothing listens on port 9 of loopback: the nodes run on inbox polls alone.

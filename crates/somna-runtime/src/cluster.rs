@@ -337,15 +337,23 @@ fn unload_shards(runtime: &Runtime, shards: &BTreeSet<u32>, count: u32) {
     });
 }
 
-/// The NATS subject of inbox wake-ups. One for every cluster on the NATS server: a wake-up only
-/// makes the nodes read their inbox sooner.
-const WAKE_SUBJECT: &str = "somna.inbox";
+/// The NATS subject of this cluster's inbox wake-ups: `somna.<cluster id>.inbox`, the cluster id
+/// being the random one its store made (`ClusterView::id`), so that clusters sharing a NATS
+/// server never wake each other's pollers.
+fn wake_subject(runtime: &Runtime) -> Option<String> {
+    let cluster = runtime.inner.store.cluster()?;
+    Some(format!("somna.{}.inbox", cluster.id()))
+}
 
-/// The NATS subject of the nodes' live events (each node publishes its own and relays the others'
-/// to its subscribers: an SSE client on any node sees every agent's events).
-const EVENTS_SUBJECT: &str = "somna.events";
+/// The NATS subject of this cluster's live events, `somna.<cluster id>.events` (each node
+/// publishes its own and relays the others' to its subscribers: an SSE client on any node sees
+/// every agent's events, and never another cluster's).
+fn events_subject(runtime: &Runtime) -> Option<String> {
+    let cluster = runtime.inner.store.cluster()?;
+    Some(format!("somna.{}.events", cluster.id()))
+}
 
-/// An event on [`EVENTS_SUBJECT`]: which node emitted it, and the event.
+/// An event on the events subject ([`events_subject`]): which node emitted it, and the event.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct NodeEvent {
     node: String,
@@ -436,7 +444,12 @@ fn subscribe(
     let Some(client) = connected else {
         return false;
     };
-    let subscription = handle.block_on(client.subscribe(WAKE_SUBJECT));
+    let (Some(wake_subject), Some(events_subject)) =
+        (wake_subject(runtime), events_subject(runtime))
+    else {
+        return false;
+    };
+    let subscription = handle.block_on(client.subscribe(wake_subject));
     let mut subscription = match subscription {
         Ok(s) => s,
         Err(e) => {
@@ -444,7 +457,7 @@ fn subscribe(
             return false;
         }
     };
-    let events = match handle.block_on(client.subscribe(EVENTS_SUBJECT)) {
+    let events = match handle.block_on(client.subscribe(events_subject.clone())) {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "cannot subscribe to the cluster's events on NATS");
@@ -460,7 +473,7 @@ fn subscribe(
             }
         }
     });
-    fan_out_events(runtime, &handle, &client, events);
+    fan_out_events(runtime, &handle, &client, events_subject, events);
     true
 }
 
@@ -469,6 +482,7 @@ fn fan_out_events(
     runtime: &Runtime,
     handle: &tokio::runtime::Handle,
     client: &async_nats::Client,
+    subject: String,
     incoming: Option<async_nats::Subscriber>,
 ) {
     let Some(node) = runtime.inner.store.cluster().map(|v| v.node().to_string()) else {
@@ -493,7 +507,7 @@ fn fan_out_events(
             let Ok(payload) = serde_json::to_vec(&event) else {
                 continue;
             };
-            if let Err(e) = publisher.publish(EVENTS_SUBJECT, payload.into()).await {
+            if let Err(e) = publisher.publish(subject.clone(), payload.into()).await {
                 tracing::debug!(error = %e, "an event was not published to the cluster");
             }
         }
@@ -516,11 +530,12 @@ fn fan_out_events(
 
 /// Publishes a wake-up for the inbox (best effort: the owner's poll covers a lost one).
 pub(super) fn wake(runtime: &Runtime) {
-    let Some(client) = runtime.inner.nats.get().cloned() else {
+    let (Some(client), Some(subject)) = (runtime.inner.nats.get().cloned(), wake_subject(runtime))
+    else {
         return;
     };
     runtime.inner.jobs.handle.spawn(async move {
-        if let Err(e) = client.publish(WAKE_SUBJECT, Vec::<u8>::new().into()).await {
+        if let Err(e) = client.publish(subject, Vec::<u8>::new().into()).await {
             tracing::debug!(error = %e, "NATS wake-up not sent");
         }
     });

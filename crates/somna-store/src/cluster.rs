@@ -44,6 +44,8 @@ pub struct ClusterOptions {
 pub(crate) struct Membership {
     node: String,
     shards: u32,
+    /// The store's identity, the same on every node of the cluster.
+    cluster_id: String,
     /// shard → epoch of every lease this node holds (as far as it knows: the database decides).
     held: RwLock<HashMap<u32, u64>>,
 }
@@ -185,6 +187,12 @@ impl ClusterView<'_> {
     /// This node's name.
     pub fn node(&self) -> &str {
         &self.membership.node
+    }
+
+    /// The cluster's identity: a random id its store made once, the same on every node, unlike
+    /// any other store's (two clusters that share a NATS server name their subjects by it).
+    pub fn id(&self) -> &str {
+        &self.membership.cluster_id
     }
 
     /// The number of shards.
@@ -365,9 +373,11 @@ impl Store {
             Some(cluster.statement_timeout),
         )?;
         db.set_cluster_timeout(cluster.statement_timeout);
+        let cluster_id = db.store_id()?;
         let membership = Membership {
             node: cluster.node,
             shards: cluster.shards,
+            cluster_id,
             held: RwLock::new(HashMap::new()),
         };
         Self::from_db_in_cluster(crate::backend::Db::Postgres(db), Some(membership))

@@ -93,6 +93,15 @@ const MIGRATIONS: &[(i32, &str)] = &[
         4,
         "CREATE TABLE {schema}.vectors (key bytea PRIMARY KEY, value bytea NOT NULL);",
     ),
+    (
+        5,
+        // The store's identity: one random id, made once with the schema, that every node of a
+        // cluster on this store reads (its NATS subjects are named by it).
+        "CREATE TABLE {schema}.store_identity (
+             one boolean PRIMARY KEY DEFAULT true CHECK (one),
+             id text NOT NULL);
+         INSERT INTO {schema}.store_identity (id) VALUES (gen_random_uuid()::text);",
+    ),
 ];
 
 /// The first page of a scan; each further page doubles, up to [`MAX_PAGE`].

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{PgDb, Result, db_err, quote};
+use crate::StoreError;
 
 /// What a fenced write set proves inside its transaction: `node` holds `shard`'s lease at `epoch`,
 /// and the lease has not expired.
@@ -120,6 +121,16 @@ impl PgDb {
         map: impl Fn(&tokio_postgres::Row) -> T,
     ) -> Result<Vec<T>> {
         Ok(self.query_owned(sql, Vec::new())?.iter().map(map).collect())
+    }
+
+    /// The store's random identity (made once with the schema, see the migrations).
+    pub(crate) fn store_id(&self) -> Result<String> {
+        let sql = format!("SELECT id FROM {}", self.table_name("store_identity"));
+        let ids = self.select_all(sql, |r| r.get::<_, String>(0))?;
+        ids.into_iter().next().ok_or_else(|| StoreError::Invalid {
+            what: "Postgres store",
+            reason: "its store_identity table is empty".to_string(),
+        })
     }
 
     /// Records that `node` is alive now (joining the cluster on its first call).

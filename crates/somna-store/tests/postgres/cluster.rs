@@ -81,6 +81,19 @@ fn is_fenced(e: &StoreError, shard: u32, epoch: Option<u64>) -> bool {
     matches!(e, StoreError::Fenced { shard: s, epoch: ep, .. } if *s == shard && *ep == epoch)
 }
 
+/// The nodes of one cluster read the same identity, made once with the schema; another schema
+/// (another cluster) has its own (issue 27: NATS subjects are named by it).
+#[test]
+fn nodes_of_a_cluster_share_its_identity_and_another_store_has_its_own() {
+    let Some(url) = pg_url() else { return };
+    let (_x, a, b) = two_nodes(&url, "identity_x");
+    let (_y, c, _) = two_nodes(&url, "identity_y");
+    let id = |s: &Store| s.cluster().unwrap().id().to_string();
+    assert_eq!(id(&a), id(&b));
+    assert_eq!(id(&a).len(), 36, "a UUID: {}", id(&a));
+    assert_ne!(id(&a), id(&c));
+}
+
 #[test]
 fn a_node_writes_only_the_agents_of_shards_it_holds() {
     let Some(url) = pg_url() else { return };
