@@ -196,7 +196,6 @@ impl TwoNodes {
     /// live event stream carried meanwhile.
     fn round(&self, n: u32) -> (Duration, std::collections::BTreeSet<String>) {
         let stream = sse_lines(self.a.addr(), Duration::from_secs(8));
-        std::thread::sleep(Duration::from_millis(300));
         let sent = Instant::now();
         let said = |agent: &str| format!("Good morning #{n}, {agent}!");
         for agent in AGENTS {
@@ -279,22 +278,36 @@ fn assert_every_reply_seen(nodes: &TwoNodes, replied: &std::collections::BTreeSe
     println!("node-a's stream had the replies of node-b's agents {hosted_by_b:?} too");
 }
 
-/// The `data:` lines of `GET /v1/events` on `addr`, read for `for_`.
+/// The `data:` lines of `GET /v1/events` on `addr`, read for `for_`. Returns once the stream is
+/// open (its `: connected` comment read: the server subscribed before sending it), so that every
+/// event from then on is in the lines.
 fn sse_lines(addr: &str, for_: Duration) -> std::thread::JoinHandle<Vec<String>> {
     use std::io::{Read, Write};
     let addr = addr.to_string();
-    std::thread::spawn(move || {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.write_all(
-            format!("GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n")
-                .as_bytes(),
-        )
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(
+        format!("GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    let opened = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&text).contains(": connected") {
+        assert!(
+            Instant::now() < opened,
+            "the event stream did not open: {text:?}"
+        );
+        match s.read(&mut buf) {
+            Ok(0) => panic!("the event stream closed: {text:?}"),
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    std::thread::spawn(move || {
         let deadline = Instant::now() + for_;
-        let mut text = Vec::new();
-        let mut buf = [0u8; 8192];
         while Instant::now() < deadline {
             match s.read(&mut buf) {
                 Ok(0) => break,
@@ -350,7 +363,6 @@ fn two_clusters_on_one_nats_server_keep_their_events_apart() {
     }
     let stream = sse_lines(a.addr(), Duration::from_secs(6));
     let own = sse_lines(b.addr(), Duration::from_secs(6));
-    std::thread::sleep(Duration::from_millis(300));
     let line = "Cluster Y's secret: the vault code is 4417.";
     let o = command(y.dir())
         .args([

@@ -241,10 +241,29 @@ fn remote(dir: &Path, url: &str, token: Option<&str>, args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
 }
 
-/// Aldric says `line` to smith (through the API), then the test gives smith time to answer.
+/// Aldric says `line` to smith (through the API) and waits until smith has answered it and is
+/// idle again (a forced compaction of a busy agent is refused with 409).
 fn aldric_tells_smith(dir: &Path, url: &str, line: &str) {
     remote(dir, url, None, &["send", "smith", line, "--from", "Aldric"]);
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let history = remote(dir, url, None, &["history", "smith"]);
+        let answered = history["messages"].as_array().is_some_and(|messages| {
+            messages
+                .iter()
+                .skip_while(|m| m["content"] != line)
+                .any(|m| m["role"] == "assistant")
+        });
+        let idle = remote(dir, url, None, &["status", "smith"])["state"] == "idle";
+        if answered && idle {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "smith did not answer {line:?}: {history}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Compactions in the agent's event log.
@@ -418,15 +437,20 @@ async fn the_console_lists_charts_configures_and_updates_live() {
             .unwrap(),
         json!(true)
     );
-    // Undo the newest compaction from its marker on the chart: the originals come back.
-    let undo = c
-        .find(Locator::Css("#chart-marks button.uncompact"))
-        .await
-        .unwrap();
-    let seq = undo.attr("data-seq").await.unwrap().unwrap();
+    // Undo the newest compaction from its marker on the chart: the originals come back. The
+    // chart re-renders on live events (the agent may be sleeping now), so the button is found
+    // and clicked in one script, never held across a re-render.
     let live = "document.querySelectorAll('#history-list li').length";
     let before = c.execute(&format!("return {live};"), vec![]).await.unwrap();
-    undo.click().await.unwrap();
+    let seq = c
+        .execute(
+            "const b = document.querySelector('#chart-marks button.uncompact'); \
+             b.click(); return b.dataset.seq;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let seq = seq.as_str().unwrap().to_string();
     until(
         c,
         &format!("document.getElementById('action-result').textContent.includes('#{seq} undone')"),

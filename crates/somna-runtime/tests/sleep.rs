@@ -227,7 +227,7 @@ async fn an_overdue_recorded_sleep_runs_once_at_load_and_the_next_is_recorded() 
         },
         &[("smith", 100_000, ""), ("miller", 100_000, "")],
     );
-    let mut events = {
+    let events = {
         let rt = Runtime::start(
             cfg,
             store.clone(),
@@ -235,13 +235,29 @@ async fn an_overdue_recorded_sleep_runs_once_at_load_and_the_next_is_recorded() 
             options(true),
         )
         .unwrap();
-        let events = rt.subscribe();
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut events = rt.subscribe();
+        // Until the overdue sleep has ended; a second one would come from the same load (the
+        // scheduler follows the recorded schedule, an hour on), so the run stops there.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        loop {
+            let stamped = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .expect("the overdue sleep did not end within 10 s")
+                .unwrap();
+            let done = matches!(&stamped.event, somna_runtime::Event::SleepCompleted { agent } if agent == &overdue);
+            seen.push(stamped);
+            if done {
+                break;
+            }
+        }
         rt.shutdown(Duration::from_secs(5)).await.unwrap();
-        events
+        (seen, events)
     };
+    let (seen, mut rest) = events;
     let mut slept = Vec::new();
-    while let Ok(e) = events.try_recv() {
+    let rest = std::iter::from_fn(move || rest.try_recv().ok());
+    for e in seen.into_iter().chain(rest) {
         if let somna_runtime::Event::SleepCompleted { agent } = e.event {
             slept.push(agent);
         }
