@@ -48,10 +48,12 @@ impl SleepPlan {
         }
     }
 
-    /// Adds (or re-times) an agent; its first sleep is one period (with jitter) from `now`.
+    /// Adds (or re-times) an agent; its first sleep is one period (with jitter) from `now`. A
+    /// re-timed agent whose sleep is in flight keeps it counted until it ends ([`SleepPlan::finished`]).
     pub fn register(&mut self, id: AgentId, every: Duration, jitter: Duration, now: Instant) {
         let every = every.max(Duration::from_millis(1));
         let first = now + every + jitter_for(&id, 0, jitter);
+        let sleeping = self.slots.get(&id).is_some_and(|s| s.sleeping);
         self.slots.insert(
             id,
             Slot {
@@ -59,7 +61,7 @@ impl SleepPlan {
                 jitter,
                 next_at: first,
                 cycle: 0,
-                sleeping: false,
+                sleeping,
                 tired: false,
             },
         );
@@ -378,6 +380,28 @@ mod tests {
         assert!(plan.due(t2 + Duration::from_secs(99)).is_empty());
         plan.finished(&id("a"), t0 + Duration::from_secs(100), None);
         assert_eq!(plan.due(t2 + Duration::from_secs(100)), [id("b")]);
+    }
+
+    #[test]
+    fn re_timing_an_agent_asleep_keeps_its_place_counted() {
+        let t0 = Instant::now();
+        let mut plan = SleepPlan::new(1);
+        plan.register(id("a"), Duration::from_secs(10), Duration::ZERO, t0);
+        plan.register(id("b"), Duration::from_secs(10), Duration::ZERO, t0);
+        let t1 = t0 + Duration::from_secs(10);
+        let first = plan.due(t1);
+        assert_eq!(first.len(), 1);
+        // Re-timed (a configure of sleep_every) while asleep: still one in flight, not sent again.
+        plan.register(first[0].clone(), Duration::from_secs(1), Duration::ZERO, t1);
+        assert!(plan.due(t1 + Duration::from_secs(2)).is_empty());
+        assert_eq!(plan.in_flight(), 1);
+        plan.finished(&first[0], t1 + Duration::from_secs(2), None);
+        assert_eq!(plan.in_flight(), 0);
+        assert_eq!(
+            plan.due(t1 + Duration::from_secs(2)).len(),
+            1,
+            "the place is free again"
+        );
     }
 
     #[test]
