@@ -26,6 +26,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 fn config(agents: &[String]) -> String {
     let mut c = String::from(
         "[store]\npath = \"db\"\nflush_every = \"100ms\"\n\
+         [runtime]\nsleep_when_tired = false\n\
          [defaults]\ntick_every = \"100ms\"\nsleep_every = \"1h\"\n\
          persona = \"You are a villager of Emberfield.\"\n\
          [defaults.compaction]\nmax_context_tokens = 1500\npreserve_messages = 4\n",
@@ -431,6 +432,13 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     let outcome = remote(dir, &url, None, &["compact", "smith", "--force"]);
     assert_eq!(outcome["outcome"], "done", "{outcome}");
     until(c, &format!("{marks} > {shown}")).await;
+    // The page shows the forced compaction's summary before the undo is counted from it.
+    let summary = outcome["summary_seq"].as_u64().expect("a summary seq");
+    until(
+        c,
+        &format!("document.querySelector('#history-list li[data-seq=\"{summary}\"]') !== null"),
+    )
+    .await;
     assert_eq!(
         c.execute("return window.notReloaded === true;", vec![])
             .await

@@ -280,7 +280,12 @@ impl Runtime {
         let stats = Arc::clone(&self.inner.stats);
         let jobs = self.inner.jobs.handle.clone();
         let gauge = Arc::clone(agent.gauge());
-        let scheduler = self.inner.scheduler.clone().map(Addr::recipient);
+        let scheduler = self
+            .inner
+            .scheduler
+            .clone()
+            .filter(|_| self.inner.config.runtime.sleep_when_tired)
+            .map(Addr::recipient);
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
             AgentActor::new(agent, tick, offset, stats, jobs, scheduler)
         });

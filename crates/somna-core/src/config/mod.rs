@@ -808,6 +808,9 @@ pub struct RuntimeSection {
     pub arbiters: u32,
     /// Cap on agents sleeping at once.
     pub max_concurrent_sleeps: u32,
+    /// Whether a turn that leaves an agent tired (near its emergency threshold) brings its sleep
+    /// forward; `false`: agents sleep only on their schedule.
+    pub sleep_when_tired: bool,
 }
 
 impl Default for RuntimeSection {
@@ -816,6 +819,7 @@ impl Default for RuntimeSection {
         RuntimeSection {
             arbiters: 0,
             max_concurrent_sleeps: 4,
+            sleep_when_tired: true,
         }
     }
 }
