@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use somna_core::config::AgentConfig;
 use somna_core::record::Trigger;
-use somna_core::{Fact, Timestamp, ToolCall};
-use somna_runtime::import::{ImportError, import_jsonl};
+use somna_core::{AgentId, Fact, Timestamp, ToolCall};
+use somna_runtime::import::{ImportError, ImportReport, import_jsonl};
 use somna_runtime::{CompactRequest, Compactor, tools};
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer};
@@ -93,6 +94,29 @@ async fn recall_finds_matching_facts_and_archived_turns() {
     );
 }
 
+/// `import_jsonl` of `input` into `agent` at time 0, compacting with the builtin provider.
+async fn import(
+    input: &[u8],
+    agent: &AgentId,
+    config: &AgentConfig,
+    store: &Store,
+) -> Result<ImportReport, ImportError> {
+    let compactor = Compactor::new(
+        store.clone(),
+        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
+    );
+    import_jsonl(
+        input,
+        agent,
+        config,
+        store,
+        &compactor,
+        Timestamp(0),
+        |_, _| {},
+    )
+    .await
+}
+
 /// An imported message is history, not input: one over the live input limit (a long reply in a
 /// real transcript, at a small window) is imported whole, counted, compacted away like any turn
 /// with its original in the archive, and the agent's prompt stays within its budget.
@@ -102,10 +126,6 @@ async fn import_takes_a_message_over_the_input_limit_as_history() {
     let smith = id("smith");
     let mut config = agent_config("smith", 2_000);
     config.compaction.working_share = 0.2;
-    let compactor = Compactor::new(
-        store.clone(),
-        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
-    );
     let limit = config.compaction.input_limit() as usize;
     let long = format!("The ledger says {}", "iron ingot ".repeat(limit));
     let mut lines = vec![serde_json::json!({"role": "assistant", "content": long}).to_string()];
@@ -113,17 +133,9 @@ async fn import_takes_a_message_over_the_input_limit_as_history() {
         serde_json::json!({"role": "user", "content": format!("Line {i} about the forge.")})
             .to_string()
     }));
-    let report = import_jsonl(
-        lines.join("\n").as_bytes(),
-        &smith,
-        &config,
-        &store,
-        &compactor,
-        Timestamp(0),
-        |_, _| {},
-    )
-    .await
-    .unwrap();
+    let report = import(lines.join("\n").as_bytes(), &smith, &config, &store)
+        .await
+        .unwrap();
     assert_eq!(report.imported, 41);
     assert_eq!(report.over_input_limit, 1, "{report:?}");
     assert!(report.compactions > 0, "{report:?}");
@@ -148,10 +160,6 @@ async fn import_refuses_a_bad_line_or_an_oversized_message_without_writing_anyth
     let store = Store::temporary().unwrap();
     let smith = id("smith");
     let config = agent_config("smith", 8192);
-    let compactor = Compactor::new(
-        store.clone(),
-        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
-    );
     let good = r#"{"role":"user","content":"A sword, please."}"#;
     let oversized = serde_json::json!({
         "role": "user",
@@ -162,17 +170,9 @@ async fn import_refuses_a_bad_line_or_an_oversized_message_without_writing_anyth
         (format!("{good}\n{{\"role\": \"user\"\n{good}\n"), 2, ""),
         (format!("{good}\n{good}\n{oversized}\n"), 3, "prompt budget"),
     ] {
-        let err = import_jsonl(
-            input.as_bytes(),
-            &smith,
-            &config,
-            &store,
-            &compactor,
-            Timestamp(0),
-            |_, _| {},
-        )
-        .await
-        .unwrap_err();
+        let err = import(input.as_bytes(), &smith, &config, &store)
+            .await
+            .unwrap_err();
         let ImportError::BadLine { line, message } = &err else {
             panic!("expected a bad line, got {err}");
         };
