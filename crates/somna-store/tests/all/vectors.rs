@@ -147,6 +147,45 @@ fn archived_messages_are_embedded_once_and_found_by_meaning() {
     assert!(e.to_string().contains("message 2"), "{e}");
 }
 
+#[test]
+fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
+    let (store, id) = store_with_agent!();
+    // Eighty turns about pets, one about an allergy, then one live turn.
+    let mut turns: Vec<Message> = (0..80)
+        .map(|i| said("Nora", &format!("The pet did trick number {i} today")))
+        .collect();
+    turns.push(said(
+        "Omar",
+        "No hazelnuts near my plate, the allergy is back",
+    ));
+    turns.push(said("Omar", "Still here, live"));
+    let all = store.append_batch(&id, turns, NOW).unwrap();
+    store
+        .commit_compaction(&id, &commit_for(&all[..81], "s", NOW))
+        .unwrap();
+    let todo = store.messages_to_embed(&id, "toy", 1_000).unwrap();
+    let pairs: Vec<(u64, Vec<f32>)> = todo
+        .messages
+        .iter()
+        .map(|m| (m.seq, vector(&m.content)))
+        .collect();
+    store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
+
+    // The embedder reads the question as one about pets (a small model often does), but one
+    // message holds every word of it: that message comes first. (Reciprocal-rank fusion with
+    // the vectors weighing twice put sixty pet turns before it.)
+    let hits = store
+        .search_archive_with(&id, "hazelnuts allergy", Some(("toy", &vector("pet"))), 5)
+        .unwrap();
+    assert_eq!(hits[0].message.seq, 80, "{hits:?}");
+    // No message holds "animal": the vectors decide, and the pet turns come first.
+    let hits = store
+        .search_archive_with(&id, "animal", Some(("toy", &vector("pet"))), 5)
+        .unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(hits.iter().all(|h| h.message.seq < 80), "{hits:?}");
+}
+
 sled_only! {
     #[test]
     fn a_copy_carries_the_vectors() {
