@@ -176,10 +176,38 @@ fn two_served_nodes_polling(prefix: &str, nats: &str, poll_every: &str) -> Optio
     let a = serve_node(pg.dir(), "node-a", Stdio::null());
     let b = serve_node(pg.dir(), "node-b", Stdio::null());
     wait_for_split(pg.dir());
-    Some(TwoNodes { pg, a, b })
+    let nodes = TwoNodes { pg, a, b };
+    nodes.wait_for_agents();
+    Some(nodes)
 }
 
 impl TwoNodes {
+    /// Waits until every agent of the config is in the store, which node-a's status of it says
+    /// (an agent another node runs is answered from its stored record): each is created by its
+    /// shard's owner once that node holds the shard and its loader gets to it, which may come
+    /// after the split. Under the whole suite's load it did, and an input sent at once was
+    /// refused as `unknown_agent`.
+    fn wait_for_agents(&self) {
+        let started = Instant::now();
+        for agent in AGENTS {
+            loop {
+                let o = command(self.pg.dir())
+                    .args(["--server", &self.a.url, "--json", "status", agent])
+                    .output()
+                    .unwrap();
+                if o.status.success() {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "waited 60 s for {agent} to be created: {}",
+                    text(&o)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
     fn api(&self, node: &support::Served, args: &[&str]) -> Value {
         let o = command(self.pg.dir())
             .args(["--server", &node.url, "--json"])
