@@ -62,9 +62,10 @@ pub(super) struct JobContext {
 pub enum JobError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The chat call of a step failed.
+    /// The chat call of a step failed. The cause is in the message and is not also a `source`
+    /// (`{e:#}` would print it twice).
     #[error("LLM: {0}")]
-    Llm(#[from] LlmError),
+    Llm(LlmError),
     /// The compaction engine failed (not a failed compaction, which is an outcome).
     #[error(transparent)]
     Compact(#[from] CompactError),
@@ -98,6 +99,12 @@ pub enum JobError {
     /// Steps of a sleep failed (each was tried; what failed is left for the next sleep).
     #[error("{}", join_failures(.0))]
     Sleep(Vec<SleepFailure>),
+}
+
+impl From<LlmError> for JobError {
+    fn from(e: LlmError) -> Self {
+        JobError::Llm(e)
+    }
 }
 
 impl JobError {
@@ -584,6 +591,22 @@ mod tests {
             excerpt: String::new(),
             attempts: 1,
         }
+    }
+
+    #[test]
+    fn an_llm_failure_names_its_cause_once_in_a_chain() {
+        let err = JobError::from(server_error(503));
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            chain.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        assert_eq!(chain.matches("HTTP 503").count(), 1, "{chain}");
+        assert!(
+            chain.starts_with("LLM: LLM server answered HTTP 503"),
+            "{chain}"
+        );
     }
 
     #[test]
