@@ -104,9 +104,10 @@ fn wire_truths(doc: &mut Document) {
 
 /// The document as JSON, built once; a failure to serialize it is a 500 `internal`.
 pub(crate) fn document_json() -> Result<&'static str, ApiError> {
-    static JSON: OnceLock<Result<String, String>> = OnceLock::new();
-    JSON.get_or_init(|| document().to_json().map_err(|e| e.to_string()))
-        .as_deref()
+    static JSON: OnceLock<Result<String, serde_json::Error>> = OnceLock::new();
+    JSON.get_or_init(|| document().to_json())
+        .as_ref()
+        .map(String::as_str)
         .map_err(|e| ApiError::internal(format!("cannot serialize the OpenAPI document: {e}")))
 }
 
