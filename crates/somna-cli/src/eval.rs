@@ -22,9 +22,8 @@ pub fn recall(
     // A dataset that is missing or malformed is invalid input (exit 2).
     let dataset =
         Dataset::load(dir).map_err(|e| Invalid(format!("{:#}", anyhow::Error::new(e))))?;
-    let llm = somna_llm::build_client_from_env(&config.llm)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("cannot build the LLM client")?;
+    let llm =
+        somna_llm::build_client_from_env(&config.llm).context("cannot build the LLM client")?;
     let semantic = crate::semantic_from(config)?;
     let bar = if quiet || out.is_json() {
         ProgressBar::hidden()

@@ -45,9 +45,7 @@ impl Local {
     }
 
     fn llm(&self) -> Result<Arc<dyn LlmClient>> {
-        somna_llm::build_client_from_env(&self.config.llm)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("cannot build the LLM client")
+        somna_llm::build_client_from_env(&self.config.llm).context("cannot build the LLM client")
     }
 
     /// Semantic retrieval's embedder, when `[embedder]` sets one.
@@ -240,7 +238,7 @@ a later one must wait until that one is undone)"
         let mut agent = self.agent(id)?;
         let config = agent.configure(changes).map_err(|e| match e {
             ConfigureError::Invalid(errors) => anyhow::Error::new(Invalid(errors.to_string())),
-            e => anyhow::anyhow!("{e}"),
+            e => anyhow::Error::new(e),
         })?;
         self.out.configured(&config, &config);
         Ok(())
@@ -295,10 +293,7 @@ impl Local {
     pub fn import(&self, id: &AgentId, file: &Path, quiet: bool) -> Result<()> {
         let config = match self.store.agent(id)? {
             Some(_) => self.agent_config(id)?,
-            None => self
-                .config
-                .agent_config(id, &AgentOverrides::default())
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            None => self.config.agent_config(id, &AgentOverrides::default())?,
         };
         let f =
             std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
@@ -485,8 +480,8 @@ fn ops_error(id: &AgentId, e: OpsError) -> anyhow::Error {
         }
         // Exit 2, like the server's 422.
         e @ OpsError::Invalid(..) => anyhow::Error::new(Invalid(e.to_string())),
-        OpsError::Load(_, e) => anyhow::anyhow!("{e}"),
-        e => anyhow::anyhow!("{e}"),
+        OpsError::Load(_, e) => anyhow::Error::new(e),
+        e => anyhow::Error::new(e),
     }
 }
 

@@ -42,7 +42,6 @@ pub struct RunArgs {
 /// Runs the main job inside an actix System.
 pub fn run(args: RunArgs) -> Result<()> {
     let llm = somna_llm::build_client_from_env(&args.config.llm)
-        .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot build the LLM client")?;
     let semantic = crate::semantic_from(&args.config)?;
     let system = actix::System::new();
