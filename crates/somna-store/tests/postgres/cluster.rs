@@ -77,6 +77,28 @@ fn contents(store: &Store, id: &AgentId) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the database's clock says `shard`'s lease has run out (a lease of 1 ms expires
+/// soon after; how soon is the database's business, not a fixed sleep's).
+fn wait_until_expired(store: &Store, shard: u32) {
+    let view = store.cluster().unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let lease = view
+            .leases()
+            .unwrap()
+            .into_iter()
+            .find(|l| l.shard == shard);
+        if lease.as_ref().is_some_and(|l| l.remaining_ms < 0) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the lease of shard {shard} has not expired after 10 s: {lease:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn is_fenced(e: &StoreError, shard: u32, epoch: Option<u64>) -> bool {
     matches!(e, StoreError::Fenced { shard: s, epoch: ep, .. } if *s == shard && *ep == epoch)
 }
@@ -157,7 +179,7 @@ fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
         ca.renew(Duration::from_millis(1)).unwrap(),
         vec![(shard, e)]
     );
-    std::thread::sleep(Duration::from_millis(20));
+    wait_until_expired(&a, shard);
     let err = a
         .append(&id, Message::user("after expiry"), NOW)
         .unwrap_err();
@@ -239,7 +261,7 @@ fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
         .unwrap()
         .renew(Duration::from_millis(1))
         .unwrap();
-    std::thread::sleep(Duration::from_millis(5));
+    wait_until_expired(&a, shard);
     let cb = b.cluster().unwrap();
     let epoch = loop {
         if let Some(epoch) = cb.acquire(shard, LONG).unwrap() {
@@ -325,7 +347,7 @@ proptest! {
                 Step::AExpires => {
                     if a_live {
                         ca.renew(Duration::from_millis(1)).unwrap();
-                        std::thread::sleep(Duration::from_millis(5));
+                        wait_until_expired(&a, shard);
                         a_live = false;
                     }
                 }
