@@ -350,13 +350,21 @@ fn sse_lines(addr: &str, for_: Duration) -> std::thread::JoinHandle<Vec<String>>
     })
 }
 
-#[test]
-fn inputs_reach_agents_on_other_nodes_with_nats() {
+/// The NATS server from SOMNA_TEST_NATS_URL, or `None` after reporting the skip.
+fn nats_url_or_skip() -> Option<String> {
     let nats = std::env::var("SOMNA_TEST_NATS_URL").unwrap_or_default();
     if nats.is_empty() {
         somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
-        return;
+        return None;
     }
+    Some(nats)
+}
+
+#[test]
+fn inputs_reach_agents_on_other_nodes_with_nats() {
+    let Some(nats) = nats_url_or_skip() else {
+        return;
+    };
     // The inbox pollers run once a minute, past the round's 30 s deadline: only NATS wake-ups
     // can deliver the inputs in time (with a 1 s poll this passed with wake-ups broken).
     let Some(nodes) = two_served_nodes_polling("somna_route_nats", &nats, "60s") else {
@@ -372,11 +380,9 @@ fn inputs_reach_agents_on_other_nodes_with_nats() {
 /// subjects are each cluster's own (named by the id its store keeps).
 #[test]
 fn two_clusters_on_one_nats_server_keep_their_events_apart() {
-    let nats = std::env::var("SOMNA_TEST_NATS_URL").unwrap_or_default();
-    if nats.is_empty() {
-        somna_testkit::skip("SOMNA_TEST_NATS_URL is unset (e.g. nats://127.0.0.1:4222)");
+    let Some(nats) = nats_url_or_skip() else {
         return;
-    }
+    };
     let scratch =
         |prefix: &str| support::PgScratch::new(prefix, |url, schema| config(url, schema, &nats));
     let (Some(x), Some(y)) = (scratch("somna_apart_x"), scratch("somna_apart_y")) else {
