@@ -221,20 +221,12 @@ impl Store {
         query: &str,
         limit: usize,
     ) -> Result<Vec<ScoredDoc>> {
-        self.with_scores(
-            id,
-            kind,
-            query,
-            limit,
-            |_,
-             Scored {
-                 docs: mut scored, ..
-             }| {
-                best_first(&mut scored, limit);
-                scored.truncate(limit);
-                Ok(scored)
-            },
-        )
+        self.with_scores(id, kind, query, limit, |_, scored| {
+            let mut docs = scored.docs;
+            best_first(&mut docs, limit);
+            docs.truncate(limit);
+            Ok(docs)
+        })
     }
 
     /// Every indexed document of `kind` that matches `query`, scored (in no order), handed to
