@@ -34,6 +34,10 @@ struct Slot {
 #[derive(Debug, Default)]
 pub struct SleepPlan {
     slots: HashMap<AgentId, Slot>,
+    /// How many slots have each period, so that the shortest is known without a scan: a scan
+    /// on every registration made starting 100,000 agents quadratic (seconds of the
+    /// scheduler's time, long after `Runtime::start` returned).
+    periods: std::collections::BTreeMap<Duration, usize>,
     max_concurrent: usize,
     in_flight: usize,
 }
@@ -43,6 +47,7 @@ impl SleepPlan {
     pub fn new(max_concurrent: usize) -> Self {
         SleepPlan {
             slots: HashMap::new(),
+            periods: std::collections::BTreeMap::new(),
             max_concurrent: max_concurrent.max(1),
             in_flight: 0,
         }
@@ -54,7 +59,8 @@ impl SleepPlan {
         let every = every.max(Duration::from_millis(1));
         let first = now + every + jitter_for(&id, 0, jitter);
         let sleeping = self.slots.get(&id).is_some_and(|s| s.sleeping);
-        self.slots.insert(
+        *self.periods.entry(every).or_default() += 1;
+        let replaced = self.slots.insert(
             id,
             Slot {
                 every,
@@ -65,6 +71,18 @@ impl SleepPlan {
                 tired: false,
             },
         );
+        if let Some(old) = replaced {
+            self.forget_period(old.every);
+        }
+    }
+
+    fn forget_period(&mut self, every: Duration) {
+        if let Some(n) = self.periods.get_mut(&every) {
+            *n -= 1;
+            if *n == 0 {
+                self.periods.remove(&every);
+            }
+        }
     }
 
     /// Moves a registered agent's next sleep to `at` (its durable schedule; a past `at` is due at
@@ -91,6 +109,7 @@ impl SleepPlan {
     /// Removes an agent.
     pub fn unregister(&mut self, id: &AgentId) {
         if let Some(slot) = self.slots.remove(id) {
+            self.forget_period(slot.every);
             if slot.sleeping {
                 self.in_flight = self.in_flight.saturating_sub(1);
             }
@@ -152,11 +171,10 @@ impl SleepPlan {
 
     /// How often the actor should look: a tenth of the shortest period, between 5 ms and 1 s.
     pub fn poll_every(&self) -> Duration {
-        self.slots
-            .values()
-            .map(|s| s.every / 10)
-            .min()
-            .unwrap_or(Duration::from_secs(1))
+        self.periods
+            .keys()
+            .next()
+            .map_or(Duration::from_secs(1), |every| *every / 10)
             .clamp(Duration::from_millis(5), Duration::from_secs(1))
     }
 }
@@ -328,6 +346,28 @@ mod tests {
 
     fn id(s: &str) -> AgentId {
         AgentId::new(s).unwrap()
+    }
+
+    #[test]
+    fn the_poll_follows_the_shortest_period_through_re_timing_and_removal() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut plan = SleepPlan::new(2);
+        assert_eq!(plan.poll_every(), s(1), "nothing registered");
+        plan.register(id("a"), s(60), Duration::ZERO, t0);
+        plan.register(id("b"), s(5), Duration::ZERO, t0);
+        assert_eq!(plan.poll_every(), Duration::from_millis(500));
+        // b re-timed to a longer period: its old one no longer counts.
+        plan.register(id("b"), s(30), Duration::ZERO, t0);
+        assert_eq!(plan.poll_every(), s(1), "a tenth of 30 s, at most 1 s");
+        plan.register(id("c"), Duration::from_millis(200), Duration::ZERO, t0);
+        assert_eq!(plan.poll_every(), Duration::from_millis(20));
+        plan.unregister(&id("c"));
+        plan.unregister(&id("c"));
+        assert_eq!(plan.poll_every(), s(1));
+        plan.unregister(&id("a"));
+        plan.unregister(&id("b"));
+        assert!(plan.periods.is_empty());
     }
 
     #[test]
