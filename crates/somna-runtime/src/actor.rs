@@ -5,7 +5,7 @@
 //! only does what they decide.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use somna_core::Timestamp;
@@ -20,6 +20,7 @@ use crate::agent::{
 use crate::compactor::CompactionOutcome;
 use crate::scheduler::Tired;
 use crate::stats::TickStats;
+use crate::ticker::{self, TickShared};
 use somna_store::{StoreError, UncompactOutcome};
 
 /// Input for the agent.
@@ -128,8 +129,10 @@ pub(crate) struct AgentActor {
     agent: Agent,
     /// Which job runs when: the one in flight, the requests behind it, the drain.
     queue: JobQueue<Deferred>,
-    /// When the next tick is due.
-    cadence: TickCadence,
+    /// When the first tick is due (handed to the thread's tick driver when the actor starts).
+    cadence: Option<TickCadence>,
+    /// What the actor and its thread's tick driver share ([`crate::ticker`]).
+    ticker: Arc<TickShared>,
     stats: Arc<TickStats>,
     /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
     /// read, the builtin provider's CPU work) never delays another agent's tick.
@@ -153,7 +156,8 @@ impl AgentActor {
         AgentActor {
             agent,
             queue: JobQueue::new(),
-            cadence: TickCadence::new(tick_every, first_tick_after),
+            cadence: Some(TickCadence::new(tick_every, first_tick_after)),
+            ticker: Arc::default(),
             stats,
             jobs,
             scheduler,
@@ -172,30 +176,22 @@ impl AgentActor {
         }
     }
 
-    /// Schedules the next tick when the [`TickCadence`] says it is due.
-    fn schedule_tick(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
-        let due = self.cadence.next_due(now);
-        ctx.run_later(due.saturating_duration_since(now), move |act, ctx| {
-            if act.queue.is_stopping() {
-                return;
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.queue.is_free() {
+            match self.agent.tick() {
+                Ok(Some(job)) => self.spawn(job, ctx, |_| {}),
+                Ok(None) => {}
+                Err(e) => tracing::error!(agent = %self.agent.id(), error = %e, "tick failed"),
             }
-            act.stats
-                .record(Instant::now().saturating_duration_since(due));
-            act.tick(ctx);
-            act.schedule_tick(ctx);
-        });
+        }
+        self.settle();
     }
 
-    fn tick(&mut self, ctx: &mut Context<Self>) {
-        if !self.queue.is_free() {
-            return;
-        }
-        match self.agent.tick() {
-            Ok(Some(job)) => self.spawn(job, ctx, |_| {}),
-            Ok(None) => {}
-            Err(e) => tracing::error!(agent = %self.agent.id(), error = %e, "tick failed"),
-        }
+    /// Tells the tick driver whether the next tick could do anything (`Agent::wants_tick`).
+    /// Called after everything that can change the answer; an idle tick cannot.
+    fn settle(&self) {
+        self.ticker
+            .set_attention(self.queue.is_free() && self.agent.wants_tick());
     }
 
     /// Runs `job` on the worker pool; when it ends, the agent takes its outcome, `reply` gets it,
@@ -217,6 +213,7 @@ impl AgentActor {
                     reply(out);
                     act.after(kind, tired);
                     act.job_done(ctx);
+                    act.settle();
                 }),
         );
     }
@@ -264,6 +261,7 @@ impl AgentActor {
                 let result = self.agent.uncompact(seq).map_err(UncompactError::Store);
                 let _ = tx.send(result);
                 self.job_done(ctx);
+                self.settle();
             }
         }
     }
@@ -302,21 +300,37 @@ impl Actor for AgentActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(256);
-        self.schedule_tick(ctx);
+        self.settle();
+        if let Some(cadence) = self.cadence.take() {
+            ticker::register(
+                cadence,
+                Arc::clone(&self.ticker),
+                ctx.address().recipient(),
+                Arc::clone(&self.stats),
+            );
+        }
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.ticker.stop();
     }
 }
 
 impl Handler<Input> for AgentActor {
     type Result = Result<(), InboundError>;
     fn handle(&mut self, msg: Input, _: &mut Context<Self>) -> Self::Result {
-        self.agent.inbound(msg.0)
+        let result = self.agent.inbound(msg.0);
+        self.settle();
+        result
     }
 }
 
 impl Handler<InboxInput> for AgentActor {
     type Result = Result<(), InboundError>;
     fn handle(&mut self, msg: InboxInput, _: &mut Context<Self>) -> Self::Result {
-        self.agent.inbound_from_inbox(&msg.key, msg.input)
+        let result = self.agent.inbound_from_inbox(&msg.key, msg.input);
+        self.settle();
+        result
     }
 }
 
@@ -374,7 +388,8 @@ impl Handler<Configure> for AgentActor {
     type Result = Result<AgentConfig, ConfigureError>;
     fn handle(&mut self, msg: Configure, _: &mut Context<Self>) -> Self::Result {
         let config = self.agent.configure(msg.0)?;
-        self.cadence.set_every(self.agent.tick_period());
+        self.ticker.set_every(self.agent.tick_period());
+        self.settle();
         Ok(config)
     }
 }
@@ -382,6 +397,7 @@ impl Handler<Configure> for AgentActor {
 impl Handler<Drain> for AgentActor {
     type Result = ();
     fn handle(&mut self, msg: Drain, _: &mut Context<Self>) {
+        self.ticker.stop();
         self.queue.drain(msg.0);
     }
 }

@@ -41,6 +41,7 @@ pub mod scenario;
 pub(crate) mod scheduler;
 pub mod semantic;
 pub mod stats;
+pub(crate) mod ticker;
 pub mod tools;
 
 /// The error and its sources joined by ": ", as anyhow prints `{:#}` (for tests that check a cause

@@ -99,8 +99,20 @@ async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
         ("hot", window_for(tokens, 0.85), ""),
         ("cool", window_for(tokens, 0.78), ""),
     ]);
-    let runtime = start(cfg, &store, summarizer(&stub));
-    let mut rx = runtime.subscribe();
+    // Subscribed before the start: the first tick (the emergency) may come before `start`
+    // returns.
+    let bus = somna_runtime::EventBus::new(4096);
+    let mut rx = bus.subscribe();
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        summarizer(&stub),
+        RuntimeOptions {
+            events: Some(bus),
+            ..options(false)
+        },
+    )
+    .unwrap();
     let events = wait_for(
         &mut rx,
         Duration::from_secs(10),
@@ -510,8 +522,10 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     }
     let later = drain(&mut rx);
     assert!(kinds(&later, &smith).is_empty(), "{later:?}");
-    // New history: the agent tries again (once).
+    // New history: the agent tries again (once). It was written behind the agent's back, which
+    // its own ticks notice within `FULL_CHECK_EVERY` of them; an explicit tick notices at once.
     fill(&store, &smith, 1, Timestamp(0));
+    runtime.tick(&smith).await.unwrap();
     let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::CompactionSkipped { .. })
     })

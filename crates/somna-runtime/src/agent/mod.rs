@@ -351,6 +351,37 @@ impl Agent {
         }
     }
 
+    /// Whether a tick now could start anything: the agent is idle or waits on host tools, and
+    /// input waits, host tools are pending (their deadlines), a retry is due, or usage is at the
+    /// emergency threshold (the check [`Agent::tick`] makes). Nothing else a tick does changes
+    /// with time alone, so while this is false the tick driver skips the agent's ticks without
+    /// waking its actor (`crate::ticker`); the actor asks again after every input, job, config
+    /// change and tick. Updates the usage gauge on the way. A store error says yes: the tick then
+    /// meets and logs it.
+    pub fn wants_tick(&self) -> bool {
+        if !matches!(self.state, AgentState::Idle | AgentState::WaitingForTools) {
+            return false;
+        }
+        if self.needs_reply
+            || !self.observations.is_empty()
+            || !self.pending_tools.is_empty()
+            || self.retry_at.is_some()
+        {
+            return true;
+        }
+        let cfg = &self.config.compaction;
+        if !cfg.enabled {
+            return false;
+        }
+        match (self.usage(), self.deps.store.usage_tokens(&self.id)) {
+            (Ok(usage), Ok(history_tokens)) => {
+                self.gauge.set_usage(usage);
+                usage >= cfg.emergency_threshold && self.stuck_at != Some(history_tokens)
+            }
+            _ => true,
+        }
+    }
+
     /// The start of a tick: the emergency check first, then the step. Returns the job to spawn, if
     /// any. A tick while a job is in flight does nothing.
     pub fn tick(&mut self) -> Result<Option<Job>, StoreError> {

@@ -72,11 +72,6 @@ impl<R> JobQueue<R> {
         !self.in_flight && !self.stopping
     }
 
-    /// True once a drain began: no tick runs any more.
-    pub fn is_stopping(&self) -> bool {
-        self.stopping
-    }
-
     /// A job started: the agent is busy until [`JobQueue::finished`].
     pub fn started(&mut self) {
         self.in_flight = true;
@@ -179,7 +174,7 @@ mod tests {
         let (tx, mut rx) = oneshot::channel();
         q.drain(tx);
         assert_eq!(rx.try_recv(), Ok(()));
-        assert!(q.is_stopping() && !q.is_free(), "no tick runs any more");
+        assert!(q.stopping && !q.is_free(), "no tick runs any more");
         assert_eq!(q.admit("sleep"), Admission::Refused("sleep"));
     }
 
