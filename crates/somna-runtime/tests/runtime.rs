@@ -65,6 +65,25 @@ async fn wait_for(
     }
 }
 
+/// A runtime over `store` and `llm` whose events are subscribed to before the start: an agent's
+/// first tick (an emergency) may come before `start` returns.
+fn start_subscribed(
+    cfg: ResolvedConfig,
+    store: &Store,
+    llm: Arc<dyn LlmClient>,
+) -> (Runtime, broadcast::Receiver<Stamped>) {
+    let bus = somna_runtime::EventBus::new(4096);
+    let rx = bus.subscribe();
+    let options = RuntimeOptions {
+        events: Some(bus),
+        ..options(false)
+    };
+    (
+        Runtime::start(cfg, store.clone(), llm, options).unwrap(),
+        rx,
+    )
+}
+
 /// The events already published (none is waited for).
 fn drain(rx: &mut broadcast::Receiver<Stamped>) -> Vec<Event> {
     let mut seen = Vec::new();
@@ -99,20 +118,7 @@ async fn emergency_fires_at_tick_start_above_the_threshold_and_not_below() {
         ("hot", window_for(tokens, 0.85), ""),
         ("cool", window_for(tokens, 0.78), ""),
     ]);
-    // Subscribed before the start: the first tick (the emergency) may come before `start`
-    // returns.
-    let bus = somna_runtime::EventBus::new(4096);
-    let mut rx = bus.subscribe();
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        summarizer(&stub),
-        RuntimeOptions {
-            events: Some(bus),
-            ..options(false)
-        },
-    )
-    .unwrap();
+    let (runtime, mut rx) = start_subscribed(cfg, &store, summarizer(&stub));
     let events = wait_for(
         &mut rx,
         Duration::from_secs(10),
@@ -480,20 +486,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     assert!(persona_tokens as f64 / f64::from(window) > 0.8);
     let mut cfg = config(&[("smith", window, "")]);
     cfg.agents[0].persona = persona;
-    // Subscribed before the start: the agent's first tick (the emergency) may come before
-    // `start` returns.
-    let bus = somna_runtime::EventBus::new(4096);
-    let mut rx = bus.subscribe();
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        summarizer(&stub),
-        RuntimeOptions {
-            events: Some(bus),
-            ..options(false)
-        },
-    )
-    .unwrap();
+    let (runtime, mut rx) = start_subscribed(cfg, &store, summarizer(&stub));
     let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
         matches!(e, Event::EmergencyStuck { .. })
     })
