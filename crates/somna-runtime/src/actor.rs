@@ -132,7 +132,7 @@ pub(crate) struct AgentActor {
     /// When the first tick is due (handed to the thread's tick driver when the actor starts).
     cadence: Option<TickCadence>,
     /// What the actor and its thread's tick driver share ([`crate::ticker`]).
-    ticker: Arc<TickShared>,
+    ticker: TickShared,
     stats: Arc<TickStats>,
     /// Where jobs run: a worker pool apart from the Arbiters, so a slow step (a blocking store
     /// read, the builtin provider's CPU work) never delays another agent's tick.
@@ -157,7 +157,7 @@ impl AgentActor {
             agent,
             queue: JobQueue::new(),
             cadence: Some(TickCadence::new(tick_every, first_tick_after)),
-            ticker: Arc::default(),
+            ticker: TickShared::default(),
             stats,
             jobs,
             scheduler,
@@ -304,7 +304,7 @@ impl Actor for AgentActor {
         if let Some(cadence) = self.cadence.take() {
             ticker::register(
                 cadence,
-                Arc::clone(&self.ticker),
+                &mut self.ticker,
                 ctx.address().recipient(),
                 Arc::clone(&self.stats),
             );

@@ -72,17 +72,34 @@ pub struct TickSummary {
 impl TickStats {
     /// Records one tick that fired `late` after it was due.
     pub fn record(&self, late: Duration) {
-        self.ticks.fetch_add(1, Ordering::Relaxed);
-        let us = late.as_micros().min(u128::from(u64::MAX)) as u64;
-        let bucket = bucket_of(us).min(BUCKETS - 1);
-        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
-        self.max_lateness_us.fetch_max(us, Ordering::Relaxed);
-        let coarse = LATENESS_BUCKETS_US
-            .iter()
-            .position(|b| us <= *b)
-            .unwrap_or(LATENESS_BUCKETS_US.len());
-        self.coarse[coarse].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        let mut batch = LatenessBatch::default();
+        batch.record(late);
+        self.flush(&mut batch);
+    }
+
+    /// Adds the ticks of `batch` and empties it: one atomic add per counter it touched, however
+    /// many ticks it holds (the tick driver records a whole millisecond's ticks so).
+    pub(crate) fn flush(&self, batch: &mut LatenessBatch) {
+        if batch.ticks == 0 {
+            return;
+        }
+        self.ticks.fetch_add(batch.ticks, Ordering::Relaxed);
+        self.sum_us.fetch_add(batch.sum_us, Ordering::Relaxed);
+        self.max_lateness_us
+            .fetch_max(batch.max_us, Ordering::Relaxed);
+        for &bucket in &batch.touched {
+            let n = std::mem::take(&mut batch.fine[usize::from(bucket)]);
+            self.lateness[usize::from(bucket)].fetch_add(n, Ordering::Relaxed);
+        }
+        for (counter, n) in self.coarse.iter().zip(&mut batch.coarse) {
+            if *n > 0 {
+                counter.fetch_add(std::mem::take(n), Ordering::Relaxed);
+            }
+        }
+        batch.touched.clear();
+        batch.ticks = 0;
+        batch.sum_us = 0;
+        batch.max_us = 0;
     }
 
     /// Ticks recorded so far.
@@ -136,6 +153,52 @@ impl TickStats {
             p99: percentile(0.99),
             max: Duration::from_micros(self.max_lateness_us.load(Ordering::Relaxed)),
         }
+    }
+}
+
+/// Ticks recorded on one thread without atomics, added to a [`TickStats`] at once with
+/// [`TickStats::flush`].
+#[derive(Debug)]
+pub(crate) struct LatenessBatch {
+    ticks: u64,
+    sum_us: u64,
+    max_us: u64,
+    fine: [u64; BUCKETS],
+    /// The fine buckets that are not zero, each once.
+    touched: Vec<u16>,
+    coarse: [u64; LATENESS_BUCKETS_US.len() + 1],
+}
+
+impl Default for LatenessBatch {
+    fn default() -> Self {
+        LatenessBatch {
+            ticks: 0,
+            sum_us: 0,
+            max_us: 0,
+            fine: [0; BUCKETS],
+            touched: Vec::new(),
+            coarse: [0; LATENESS_BUCKETS_US.len() + 1],
+        }
+    }
+}
+
+impl LatenessBatch {
+    /// One tick that fired `late` after it was due.
+    pub fn record(&mut self, late: Duration) {
+        let us = late.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.ticks += 1;
+        self.sum_us = self.sum_us.saturating_add(us);
+        self.max_us = self.max_us.max(us);
+        let bucket = bucket_of(us).min(BUCKETS - 1);
+        if self.fine[bucket] == 0 {
+            self.touched.push(bucket as u16);
+        }
+        self.fine[bucket] += 1;
+        let coarse = LATENESS_BUCKETS_US
+            .iter()
+            .position(|b| us <= *b)
+            .unwrap_or(LATENESS_BUCKETS_US.len());
+        self.coarse[coarse] += 1;
     }
 }
 
