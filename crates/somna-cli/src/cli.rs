@@ -164,6 +164,10 @@ pub enum EvalCommand {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+        /// Keep the vectors of every text embedded in DIR (a file per model) and reuse them on
+        /// the next run: measuring a dataset again embeds nothing again.
+        #[arg(long, value_name = "DIR")]
+        embed_cache: Option<PathBuf>,
     },
 }
 

@@ -2,6 +2,7 @@
 //! LLM (the offline builtin provider in the default runtime.toml), and prints the table.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -16,6 +17,7 @@ pub fn recall(
     dir: &Path,
     config: &ResolvedConfig,
     options: &RecallOptions,
+    embed_cache: Option<&Path>,
     quiet: bool,
     out: Out,
 ) -> Result<()> {
@@ -24,7 +26,24 @@ pub fn recall(
         Dataset::load(dir).map_err(|e| Invalid(format!("{:#}", anyhow::Error::new(e))))?;
     let llm =
         somna_llm::build_client_from_env(&config.llm).context("cannot build the LLM client")?;
-    let semantic = crate::semantic_from(config)?;
+    let semantic = match embed_cache {
+        None => crate::semantic_from(config)?,
+        Some(dir) => {
+            let embedder = somna_llm::build_embedder_from_env(&config.embedder)
+                .map_err(anyhow::Error::new)
+                .context("cannot build the embedder ([embedder])")?;
+            match embedder {
+                Some(inner) => {
+                    let cached = crate::embed_cache::CachedEmbedder::open(inner, dir)?;
+                    Some(somna_runtime::Semantic::new(
+                        Arc::new(cached),
+                        &config.embedder,
+                    ))
+                }
+                None => None,
+            }
+        }
+    };
     let bar = if quiet || out.is_json() {
         ProgressBar::hidden()
     } else {

@@ -9,6 +9,7 @@
 
 mod backend;
 mod cli;
+mod embed_cache;
 mod eval;
 mod local;
 mod output;
@@ -213,6 +214,7 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             limit_questions,
             details,
             quiet,
+            embed_cache,
         }) => {
             let config = match load_config(&cli.config, &cli.set) {
                 Ok(c) => c,
@@ -229,7 +231,14 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
                 limit_questions: *limit_questions,
                 details: *details,
             };
-            eval::recall(dataset, &config, &options, *quiet, out)?;
+            eval::recall(
+                dataset,
+                &config,
+                &options,
+                embed_cache.as_deref(),
+                *quiet,
+                out,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Agent(AgentCommand::Prompt { agent, input }) => {
