@@ -16,6 +16,8 @@ use std::path::PathBuf;
 
 #[cfg(feature = "candle")]
 mod model;
+#[cfg(feature = "candle")]
+mod mpnet;
 #[cfg(not(feature = "candle"))]
 mod stub;
 

@@ -9,6 +9,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
+use crate::mpnet::{MpNetConfig, MpNetModel};
 use crate::{CONFIG_FILE, DEFAULT_MODEL_NAME, EmbedError, MAX_TOKENS, MODEL_FILE, TOKENIZER_FILE};
 
 /// Texts run through the model this many at a time; [`LocalEmbedder::embed`] takes any number.
@@ -35,12 +36,85 @@ const MINILM_L6_CONFIG: &str = r#"{
     "model_type": "bert"
 }"#;
 
-/// An in-process sentence embedder: a BERT sentence-transformer (all-MiniLM-L6-v2) on the CPU.
+/// The network a model directory holds, told apart by its `config.json`'s `model_type`.
+enum Encoder {
+    /// BERT: all-MiniLM-L6-v2 (the default) and other BERT sentence-transformers.
+    Bert(BertModel),
+    /// MPNet: all-mpnet-base-v2.
+    MpNet(MpNetModel),
+}
+
+impl Encoder {
+    fn forward(&self, ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::Bert(model) => model.forward(ids, &ids.zeros_like()?, Some(mask)),
+            Self::MpNet(model) => model.forward(ids, mask),
+        }
+    }
+
+    fn device(&self) -> &Device {
+        match self {
+            Self::Bert(model) => &model.device,
+            Self::MpNet(model) => model.device(),
+        }
+    }
+}
+
+/// What `config.json` says of the network, whichever its architecture.
+struct Shape {
+    hidden_size: usize,
+    max_position_embeddings: usize,
+    vocab_size: usize,
+    pad_token_id: usize,
+}
+
+/// The architecture a `config.json` names: BERT's or MPNet's configuration.
+enum ModelConfig {
+    Bert(Config),
+    MpNet(MpNetConfig),
+}
+
+impl ModelConfig {
+    fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct Kind {
+            model_type: Option<String>,
+        }
+        let kind: Kind = serde_json::from_str(text)?;
+        match kind.model_type.as_deref() {
+            Some("mpnet") => serde_json::from_str(text).map(Self::MpNet),
+            _ => serde_json::from_str(text).map(Self::Bert),
+        }
+    }
+
+    fn shape(&self) -> Shape {
+        match self {
+            Self::Bert(c) => Shape {
+                hidden_size: c.hidden_size,
+                max_position_embeddings: c.max_position_embeddings,
+                vocab_size: c.vocab_size,
+                pad_token_id: c.pad_token_id,
+            },
+            // MPNet's positions start after the pad id: two fewer tokens fit than it has positions.
+            Self::MpNet(c) => Shape {
+                hidden_size: c.hidden_size,
+                max_position_embeddings: c
+                    .max_position_embeddings
+                    .saturating_sub(c.pad_token_id + 1),
+                vocab_size: c.vocab_size,
+                pad_token_id: c.pad_token_id,
+            },
+        }
+    }
+}
+
+/// An in-process sentence embedder: a sentence-transformer (all-MiniLM-L6-v2 by default, BERT or
+/// MPNet such as all-mpnet-base-v2) on the CPU.
 ///
 /// Loaded once with [`LocalEmbedder::load`], then shared: it is `Send + Sync` and
 /// [`LocalEmbedder::embed`] takes `&self`.
 pub struct LocalEmbedder {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     name: String,
     dims: usize,
@@ -69,21 +143,22 @@ impl LocalEmbedder {
         require_file(&weights_path)?;
         require_file(&tokenizer_path)?;
 
-        let config: Config = match std::fs::read_to_string(&config_path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| bad(&config_path, e))?,
+        let config = match std::fs::read_to_string(&config_path) {
+            Ok(text) => ModelConfig::parse(&text).map_err(|e| bad(&config_path, e))?,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                serde_json::from_str(MINILM_L6_CONFIG).map_err(|e| bad(&config_path, e))?
+                ModelConfig::parse(MINILM_L6_CONFIG).map_err(|e| bad(&config_path, e))?
             }
             Err(e) => return Err(bad(&config_path, e)),
         };
-        if config.hidden_size == 0 || config.max_position_embeddings < 2 {
+        let shape = config.shape();
+        if shape.hidden_size == 0 || shape.max_position_embeddings < 2 {
             return Err(bad(
                 &config_path,
                 "hidden_size and max_position_embeddings must be positive",
             ));
         }
 
-        let max_tokens = MAX_TOKENS.min(config.max_position_embeddings);
+        let max_tokens = MAX_TOKENS.min(shape.max_position_embeddings);
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).map_err(|e| bad(&tokenizer_path, e))?;
         // Padding is done here, per batch; the file's own settings (all-MiniLM-L6-v2's cut at 128
@@ -96,13 +171,13 @@ impl LocalEmbedder {
             }))
             .map_err(|e| bad(&tokenizer_path, e))?;
         let vocab = tokenizer.get_vocab_size(true);
-        if vocab > config.vocab_size {
+        if vocab > shape.vocab_size {
             return Err(bad(
                 &tokenizer_path,
                 format!(
                     "the tokenizer has {vocab} tokens but the model's vocabulary only {}: \
                      they are not of the same model",
-                    config.vocab_size
+                    shape.vocab_size
                 ),
             ));
         }
@@ -110,7 +185,11 @@ impl LocalEmbedder {
         let bytes = std::fs::read(&weights_path).map_err(|e| bad(&weights_path, e))?;
         let vb = VarBuilder::from_slice_safetensors(&bytes, DType::F32, &Device::Cpu)
             .map_err(|e| bad(&weights_path, e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| bad(&weights_path, e))?;
+        let model = match &config {
+            ModelConfig::Bert(c) => BertModel::load(vb, c).map(Encoder::Bert),
+            ModelConfig::MpNet(c) => MpNetModel::load(vb, c).map(Encoder::MpNet),
+        }
+        .map_err(|e| bad(&weights_path, e))?;
 
         let name = dir
             .canonicalize()
@@ -124,9 +203,9 @@ impl LocalEmbedder {
             model,
             tokenizer,
             name,
-            dims: config.hidden_size,
+            dims: shape.hidden_size,
             max_tokens,
-            pad_id: u32::try_from(config.pad_token_id).unwrap_or(0),
+            pad_id: u32::try_from(shape.pad_token_id).unwrap_or(0),
         })
     }
 
@@ -193,12 +272,11 @@ impl LocalEmbedder {
                 mask[start + k] = m;
             }
         }
-        let device = &self.model.device;
+        let device = self.model.device();
         let ids = Tensor::from_vec(ids, (rows, width), device)?;
-        let type_ids = ids.zeros_like()?;
         let mask = Tensor::from_vec(mask, (rows, width), device)?;
 
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (rows, width, dims)
+        let hidden = self.model.forward(&ids, &mask)?; // (rows, width, dims)
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (rows, width, 1)
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (rows, dims)
         let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (rows, 1)
@@ -324,8 +402,9 @@ mod tests {
 
     #[test]
     fn the_builtin_config_is_minilm_l6() {
-        let config: Config = serde_json::from_str(MINILM_L6_CONFIG)
-            .unwrap_or_else(|e| panic!("builtin config: {e}"));
+        let Ok(ModelConfig::Bert(config)) = ModelConfig::parse(MINILM_L6_CONFIG) else {
+            panic!("the builtin config is not BERT's");
+        };
         assert_eq!(config.hidden_size, 384);
         assert_eq!(config.num_hidden_layers, 6);
         assert_eq!(config.num_attention_heads, 12);

@@ -131,13 +131,33 @@ fn matches_the_python_reference() {
     let Some(model) = embedder("matches_the_python_reference") else {
         return;
     };
-    let text = include_str!("reference.tsv");
-    let cases = parse_reference(text);
+    assert_matches(model, include_str!("reference.tsv"));
+}
+
+/// all-mpnet-base-v2 (MPNet, which candle does not ship: `src/mpnet.rs`) matches reference
+/// embeddings computed without candle (tests/reference_mpnet.py), when
+/// `SOMNA_EMBEDDER_MPNET_DIR` names its directory (`scripts/local-embedder.sh --model
+/// all-mpnet-base-v2`).
+#[test]
+fn mpnet_matches_the_python_reference() {
+    let test = "mpnet_matches_the_python_reference";
+    let Some(dir) = std::env::var_os("SOMNA_EMBEDDER_MPNET_DIR") else {
+        skip(test, "SOMNA_EMBEDDER_MPNET_DIR is not set");
+        return;
+    };
+    let model = LocalEmbedder::load(&PathBuf::from(dir)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(model.dims(), 768);
+    assert_matches(&model, include_str!("reference_mpnet.tsv"));
+}
+
+fn assert_matches(model: &LocalEmbedder, reference: &str) {
+    let cases = parse_reference(reference);
     assert!(!cases.is_empty());
     let texts: Vec<&str> = cases.iter().map(|(t, _)| t.as_str()).collect();
     let ours = model.embed(&texts).unwrap();
     let mut worst = (1f32, 0f32);
     for ((text, theirs), ours) in cases.iter().zip(&ours) {
+        assert_eq!(ours.len(), theirs.len(), "{text:?}: dimensions");
         let cos = dot(ours, theirs) / norm(theirs);
         let max_diff = ours
             .iter()
