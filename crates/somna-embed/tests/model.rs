@@ -135,7 +135,7 @@ fn matches_the_python_reference() {
 }
 
 /// all-mpnet-base-v2 (MPNet, which candle does not ship: `src/mpnet.rs`) matches reference
-/// embeddings computed without candle (tests/reference_mpnet.py), when
+/// embeddings computed without candle (tests/reference.py), when
 /// `SOMNA_EMBEDDER_MPNET_DIR` names its directory (`scripts/local-embedder.sh --model
 /// all-mpnet-base-v2`).
 #[test]
