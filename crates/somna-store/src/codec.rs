@@ -28,7 +28,7 @@ pub fn encode_into<T: Serialize + ?Sized>(
 ) -> Result<()> {
     buf.clear();
     buf.push(FORMAT_VERSION);
-    rmp_serde::encode::write_named(buf, value).map_err(|source| StoreError::Encode { tree, source })
+    rmp_serde::encode::write_named(buf, value).map_err(|cause| StoreError::Encode { tree, cause })
 }
 
 /// Decodes the value stored under `key` in `tree`, checking the version byte first.
@@ -46,9 +46,9 @@ pub fn decode<T: DeserializeOwned>(tree: &'static str, key: &[u8], bytes: &[u8])
             version,
         });
     }
-    rmp_serde::from_slice(body).map_err(|source| StoreError::Decode {
+    rmp_serde::from_slice(body).map_err(|cause| StoreError::Decode {
         tree,
         key: keys::render(key),
-        source,
+        cause,
     })
 }

@@ -34,14 +34,14 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// A value could not be serialized.
-    #[error("cannot encode a value for tree {tree}: {source}")]
+    /// A value could not be serialized. The encoder's error is in the message and is not also a
+    /// `source` (`{e:#}` would print it twice).
+    #[error("cannot encode a value for tree {tree}: {cause}")]
     Encode {
         /// The tree the value was meant for.
         tree: &'static str,
         /// The encoder's error.
-        #[source]
-        source: rmp_serde::encode::Error,
+        cause: rmp_serde::encode::Error,
     },
     /// A stored value has no format-version byte.
     #[error("value of {tree} key {key} is empty")]
@@ -63,16 +63,16 @@ pub enum StoreError {
         /// The version byte found.
         version: u8,
     },
-    /// A stored value's MessagePack body did not decode into the expected type.
-    #[error("cannot decode the value of {tree} key {key}: {source}")]
+    /// A stored value's MessagePack body did not decode into the expected type. The decoder's
+    /// error is in the message and is not also a `source`.
+    #[error("cannot decode the value of {tree} key {key}: {cause}")]
     Decode {
         /// The tree holding the value.
         tree: &'static str,
         /// The key, rendered readably (`agent/seq`).
         key: String,
         /// The decoder's error.
-        #[source]
-        source: rmp_serde::decode::Error,
+        cause: rmp_serde::decode::Error,
     },
     /// A stored value that is not MessagePack (a search index value) does not parse.
     #[error("the value of {tree} key {key} is malformed: {reason}")]

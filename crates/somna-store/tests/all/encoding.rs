@@ -98,6 +98,14 @@ fn decoding_checks_the_version_and_names_tree_and_key() {
         matches!(err, StoreError::Decode { tree: "history", ref key, .. } if key == "npc/5"),
         "{err}"
     );
+    // The decoder's error is named once, in the message, and is not repeated as a source (a
+    // `{e:#}` chain would print it twice).
+    assert!(
+        err.to_string()
+            .starts_with("cannot decode the value of history key npc/5: "),
+        "{err}"
+    );
+    assert!(std::error::Error::source(&err).is_none(), "{err}");
 }
 
 #[test]
