@@ -100,6 +100,22 @@ async fn recall_on_a_slice_accounts_for_every_question_and_keeps_its_floor() {
     }
     // Every question once per method in the details.
     assert_eq!(report.details.len(), all.len() * asked);
+    // Somna's outcomes say where the answer ranks: a question whose answer the note holds as a
+    // hit ranked it; only Somna's outcomes carry a rank.
+    let ranked: Vec<&eval::QuestionOutcome> =
+        report.details.iter().filter(|d| d.rank.is_some()).collect();
+    assert!(!ranked.is_empty());
+    assert!(ranked.iter().all(|d| d.method == SOMNA), "{ranked:?}");
+    assert!(
+        ranked.iter().all(|d| d.rank.is_some_and(|r| r >= 1)),
+        "{ranked:?}"
+    );
+    assert!(
+        ranked
+            .iter()
+            .any(|d| d.rank == Some(1) && !d.held.is_empty()),
+        "{ranked:?}"
+    );
     // The equal-room baseline never takes more room than Somna's working context had, and the
     // packed baselines fill the budget as far as whole turns allow.
     for d in report.details.iter().filter(|d| d.method == BM25_IN_ROOM) {

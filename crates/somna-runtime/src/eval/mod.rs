@@ -203,6 +203,7 @@ pub async fn recall_with_progress(
             agent: &id,
             config: &agent_config,
             counter: &counter,
+            details: options.details,
         };
         let store_err = |source| EvalError::Store {
             conversation: conversation.name.clone(),
@@ -469,6 +470,8 @@ struct ConversationRun<'a> {
     agent: &'a AgentId,
     config: &'a AgentConfig,
     counter: &'a TokenCounter,
+    /// Also find where each answer turn ranks ([`QuestionOutcome::rank`]).
+    details: bool,
 }
 
 impl ConversationRun<'_> {
@@ -514,6 +517,7 @@ impl ConversationRun<'_> {
             held,
             tokens,
             ms: millis(elapsed),
+            rank: None,
         }
     }
 
@@ -545,7 +549,17 @@ impl ConversationRun<'_> {
                     })?;
             let elapsed = started.elapsed();
             let text = PromptText::new(built.messages.iter().map(|m| m.content.as_str()));
-            out.push(self.outcome(method, (index, q), &text, built.total_tokens(), elapsed));
+            let mut outcome =
+                self.outcome(method, (index, q), &text, built.total_tokens(), elapsed);
+            if self.details {
+                outcome.rank =
+                    self.answer_rank(store, q, vector)
+                        .map_err(|source| EvalError::Store {
+                            conversation: self.conversation.name.clone(),
+                            source,
+                        })?;
+            }
+            out.push(outcome);
             rooms.push(built.working_tokens);
             if note {
                 let note = built.note_index.map(|i| built.messages[i].content.as_str());
@@ -565,6 +579,31 @@ impl ConversationRun<'_> {
             });
         }
         Ok((out, rooms))
+    }
+
+    /// Where `q`'s best-ranked answer turn stands in the archive ranking the working context
+    /// reads (1-based, within [`report::RANK_DEPTH`]).
+    fn answer_rank(
+        &self,
+        store: &Store,
+        q: &Question,
+        vector: Option<(&str, &[f32])>,
+    ) -> Result<Option<usize>, StoreError> {
+        let ranked = store.rank_archive(self.agent, &q.question, vector, report::RANK_DEPTH)?;
+        let seqs: Vec<u64> = ranked.iter().map(|d| d.id).collect();
+        let answers: Vec<String> = q
+            .answer_turns
+            .iter()
+            .map(|&t| normalize(&self.conversation.turns[t].content))
+            .collect();
+        Ok(store
+            .archived_messages(self.agent, &seqs)?
+            .iter()
+            .position(|m| {
+                m.as_ref()
+                    .is_some_and(|m| answers.contains(&normalize(&m.content)))
+            })
+            .map(|i| i + 1))
     }
 
     /// Every baseline for every question, over the raw transcript; `rooms` are the tokens

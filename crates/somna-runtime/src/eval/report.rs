@@ -124,7 +124,15 @@ pub struct QuestionOutcome {
     pub tokens: u64,
     /// Time to build the prompt, in milliseconds.
     pub ms: f64,
+    /// Where the best-ranked answer turn stands in the archive ranking the working context
+    /// reads (1-based; `None` when it is not among the first [`RANK_DEPTH`]). Only Somna's
+    /// outcomes with `details`: it tells a ranking miss from a packing miss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<usize>,
 }
+
+/// How deep `details` looks for an answer turn in the archive ranking.
+pub const RANK_DEPTH: usize = 200;
 
 impl QuestionOutcome {
     /// The prompt holds at least one answer turn.
@@ -210,6 +218,7 @@ mod tests {
             dated: false,
             tokens,
             ms: tokens as f64,
+            rank: None,
         }
     }
 
