@@ -354,6 +354,115 @@ async fn a_long_hit_is_whole_and_a_long_neighbour_is_left_out() {
     assert!(built.total_tokens() <= built.budget);
 }
 
+/// A hit found by meaning (no word of the question in it) is likely the answer itself: past the
+/// best two hits, which take their neighbours, such a hit comes alone and its neighbours' tokens
+/// buy further hits; a hit found by the question's words keeps its neighbours (the answer is
+/// often the reply to it).
+#[tokio::test]
+async fn past_the_best_two_a_hit_found_by_meaning_comes_alone() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let talk: Vec<Message> = (0..40).map(|i| said(i, 6)).collect();
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, 4).await;
+    // Toy vectors: turns 10, 20 and 30 mean what the question means, in that order; the
+    // rest mean something else.
+    let vector = |seq: u64| match seq {
+        10 => vec![1.0, 0.0, 0.0],
+        20 => vec![0.9, 0.3, 0.0],
+        30 => vec![0.8, 0.5, 0.0],
+        _ => vec![0.0, 0.0, 1.0],
+    };
+    let todo = store.messages_to_embed(&agent, "toy", 1_000).unwrap();
+    let pairs: Vec<(u64, Vec<f32>)> = todo
+        .messages
+        .iter()
+        .map(|m| (m.seq, vector(m.seq)))
+        .collect();
+    store
+        .put_vectors(&agent, "toy", todo.through, &pairs)
+        .unwrap();
+
+    let mut config = agent_config("npc", 8_192);
+    config.compaction.working_share = 0.25;
+    config.memory.working_archive = 3;
+    let question = vec![1.0, 0.0, 0.0];
+    let recalled = |text: &str| {
+        let (_, working) = prompt::preview_with(
+            &store,
+            &agent,
+            &config,
+            text,
+            Some(("toy", &question)),
+            Timestamp(1),
+        )
+        .unwrap();
+        working.turns().map(|m| m.seq).collect::<Vec<u64>>()
+    };
+    // No archived turn holds a word of it: the vectors decide, and the third hit comes alone.
+    assert_eq!(
+        recalled("Xylophones?"),
+        [9, 10, 11, 19, 20, 21, 30],
+        "the best two with their neighbours, the third alone"
+    );
+    // Without the vectors every hit is found by its words and takes its neighbours.
+    let (_, working) =
+        prompt::preview(&store, &agent, &config, &said(30, 6).content, Timestamp(1)).unwrap();
+    let seqs: Vec<u64> = working.turns().map(|m| m.seq).collect();
+    assert!(
+        seqs.windows(3).any(|w| w == [29, 30, 31]),
+        "the hit found by its words with both neighbours: {seqs:?}"
+    );
+}
+
+/// A run of turns is charged no day heading when it follows a chosen turn of its day, which
+/// holds when days never go back. In an archive whose times go back (an import of shuffled
+/// lines) a run chosen later can land between the two and need a heading after all: the note is
+/// checked, and still fits its room at every size.
+#[tokio::test]
+async fn a_note_over_days_that_go_back_stays_within_its_room() {
+    let store = Store::temporary().unwrap();
+    let agent = id("npc");
+    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let day = |d: u64| Timestamp(d * 86_400_000);
+    let mut talk: Vec<Message> = (0..60).map(|i| said(i, 4)).collect();
+    for (i, m) in talk.iter_mut().enumerate() {
+        m.created_at = day(if (14..=16).contains(&i) { 9 } else { 5 });
+    }
+    // Ranked 10, 20, 15: 20 follows 10 on its day and is charged no heading; 15, said "on day
+    // 9", lands between them and makes 20's heading needed again.
+    talk[10] = Message::user("zither lute harp").with_name("Omar");
+    talk[20] = Message::user("zither lute").with_name("Omar");
+    talk[15] = Message::user("zither").with_name("Omar");
+    for i in [10, 15, 20] {
+        talk[i].created_at = day(if i == 15 { 9 } else { 5 });
+    }
+    let talk: Vec<Message> = talk.into_iter().map(with_count).collect();
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, 4).await;
+    let mut config = agent_config("npc", 8_192);
+    config.memory.working_archive = 3;
+    let counter = counter();
+    let mut whole = 0;
+    for room in 60..400 {
+        let working =
+            WorkingContext::gather(&store, &agent, "zither lute harp", &config, &counter, room)
+                .unwrap();
+        if let Some((_, bound)) = working.render(&counter, prompt::Caps::for_room(room)) {
+            assert!(bound <= room, "{bound} > {room}: {working:?}");
+        }
+        whole += usize::from(
+            working
+                .turns()
+                .filter(|m| m.content.contains("zither"))
+                .count()
+                == 3,
+        );
+    }
+    assert!(whole > 0, "some room holds all three hits");
+}
+
 /// A question that names a period puts what was said then first: of two archived turns that
 /// match it equally, with room for one hit, the one of May 2023 is recalled for "in May 2023",
 /// the one of June for "in June 2023", and the newer one when no period is named.

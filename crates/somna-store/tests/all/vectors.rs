@@ -184,6 +184,24 @@ fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
         .unwrap();
     assert_eq!(hits.len(), 5);
     assert!(hits.iter().all(|h| h.message.seq < 80), "{hits:?}");
+
+    // Each ranked document says how much of its score the words gave: the message that holds
+    // every word of the question was found by its words, the pet turns by meaning alone.
+    let ranked = store
+        .rank_archive(&id, "hazelnuts allergy", Some(("toy", &vector("pet"))), 5)
+        .unwrap();
+    assert_eq!(ranked[0].id, 80, "{ranked:?}");
+    assert!(ranked[0].words > 0.5, "{ranked:?}");
+    let ranked = store
+        .rank_archive(&id, "animal", Some(("toy", &vector("pet"))), 5)
+        .unwrap();
+    assert!(ranked.iter().all(|d| d.words == 0.0), "{ranked:?}");
+    // Without a vector, BM25 alone: every score is the words'.
+    let ranked = store.rank_archive(&id, "hazelnuts", None, 5).unwrap();
+    assert!(
+        !ranked.is_empty() && ranked.iter().all(|d| d.words == 1.0),
+        "{ranked:?}"
+    );
 }
 
 sled_only! {
