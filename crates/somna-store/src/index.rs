@@ -79,6 +79,14 @@ pub struct ScoredDoc {
     /// The document's id: a message's seq, a journal entry's id, a fact's id.
     pub id: u64,
     pub score: f64,
+}
+
+/// A message of [`Store::rank_archive`]'s ranking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedDoc {
+    /// The message's seq.
+    pub id: u64,
+    pub score: f64,
     /// The share of `score` the question's words gave: 1 for BM25 alone, 0 for a vector's
     /// similarity alone, between for a fused score (see [`fuse`]). A hit found by meaning
     /// rather than by words is likely the answer itself, not the turn next to it.
@@ -276,12 +284,12 @@ impl Store {
         query: &str,
         semantic: Option<(&str, &[f32])>,
         limit: usize,
-    ) -> Result<Vec<ScoredDoc>> {
+    ) -> Result<Vec<RankedDoc>> {
         let depth = limit.saturating_add(64);
-        self.with_fused_scores(id, query, semantic, depth, |_, mut scored| {
+        self.with_fused_scores(id, query, semantic, depth, |_, mut scored, words| {
             let n = best_first(&mut scored, limit);
             scored.truncate(n);
-            Ok(scored)
+            Ok(words.of(&scored))
         })
     }
 
@@ -299,7 +307,7 @@ impl Store {
     ) -> Result<Vec<ArchiveHit>> {
         // Enough candidates for the fusion, and for the live messages the hits skip.
         let depth = limit.saturating_mul(4).saturating_add(64);
-        self.with_fused_scores(id, query, semantic, depth, |record, mut scored| {
+        self.with_fused_scores(id, query, semantic, depth, |record, mut scored, _| {
             // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
             // asked for, and all of them if that was not enough.
             let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
@@ -382,19 +390,18 @@ impl Store {
         query: &str,
         semantic: Option<(&str, &[f32])>,
         depth: usize,
-        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>) -> Result<Vec<T>>,
+        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>, Words<'_>) -> Result<Vec<T>>,
     ) -> Result<Vec<T>> {
         let by_vector = match semantic {
             Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
             None => Vec::new(),
         };
         self.with_scores(id, DocKind::Message, query, depth, |record, scored| {
-            let docs = if by_vector.is_empty() {
-                scored.docs
-            } else {
-                fuse(scored.docs, &by_vector, scored.confidence)
-            };
-            then(record, docs)
+            if by_vector.is_empty() {
+                return then(record, scored.docs, Words::All);
+            }
+            let (docs, fusion) = fuse(&scored.docs, &by_vector, scored.confidence);
+            then(record, docs, Words::Fused(&scored.docs, fusion))
         })
     }
 
@@ -682,16 +689,11 @@ impl Store {
             // Found by common terms alone: ranked after every document a rare term found (a
             // BM25 score here stays far below 1,000), so they only fill what room is left.
             if found_by_rare {
-                scored.push(ScoredDoc {
-                    id: doc,
-                    score,
-                    words: 1.0,
-                });
+                scored.push(ScoredDoc { id: doc, score });
             } else {
                 common_only.push(ScoredDoc {
                     id: doc,
                     score: score / COMMON_ONLY_DAMPING,
-                    words: 1.0,
                 });
             }
         }
@@ -783,38 +785,85 @@ const ALPHA_SURE: f64 = 0.9;
 /// 98.8 (93.7); all-MiniLM-L6-v2 83.0 (14.9) / 89.5 (45.4) / 95.9 (77.0) → 83.7 (21.3) / 90.3
 /// (48.9) / 96.2 (78.7); the long-turn assistant split at 2k 92.2 → 92.2 (MPNet) and 94.1 → 93.1
 /// (MiniLM).
-fn fuse(scored: Vec<ScoredDoc>, by_vector: &[ScoredDoc], confidence: f64) -> Vec<ScoredDoc> {
+fn fuse(
+    scored: &[ScoredDoc],
+    by_vector: &[ScoredDoc],
+    confidence: f64,
+) -> (Vec<ScoredDoc>, Fusion) {
     let alpha = ALPHA_UNSURE + (ALPHA_SURE - ALPHA_UNSURE) * confidence.clamp(0.0, 1.0);
     let best = scored
         .iter()
         .map(|d| d.score)
         .fold(f64::MIN_POSITIVE, f64::max);
-    // Each document's parts: by its words, by its meaning.
-    let mut fused: std::collections::HashMap<u64, (f64, f64)> = scored
+    let fusion = Fusion { alpha, best };
+    let mut fused: std::collections::HashMap<u64, f64> = scored
         .iter()
-        .map(|d| (d.id, (alpha * d.score / best, 0.0)))
+        .map(|d| (d.id, fusion.words(d.score)))
         .collect();
     if let (Some(top), Some(low)) = (by_vector.first(), by_vector.last()) {
         let span = (top.score - low.score).max(f64::EPSILON);
         for d in by_vector {
-            fused.entry(d.id).or_default().1 += (1.0 - alpha) * (d.score - low.score) / span;
+            *fused.entry(d.id).or_default() += (1.0 - alpha) * (d.score - low.score) / span;
         }
     }
-    fused
+    let docs = fused
         .into_iter()
-        .map(|(id, (words, meaning))| {
-            let score = words + meaning;
-            ScoredDoc {
-                id,
-                score,
-                words: if score > 0.0 {
-                    (words / score) as f32
-                } else {
-                    0.0
+        .map(|(id, score)| ScoredDoc { id, score })
+        .collect();
+    (docs, fusion)
+}
+
+/// How [`fuse`] weighed BM25 for one question: a document's BM25 score `s` adds
+/// `α · s / best` to its fused score.
+#[derive(Debug, Clone, Copy)]
+struct Fusion {
+    alpha: f64,
+    best: f64,
+}
+
+impl Fusion {
+    /// The part of a fused score that a BM25 score of `bm25` gave.
+    fn words(self, bm25: f64) -> f64 {
+        self.alpha * bm25 / self.best
+    }
+}
+
+/// What the words gave of a ranking's scores: all of them (BM25 alone), or BM25's part of each
+/// fused score (its documents and how [`fuse`] weighed them).
+enum Words<'a> {
+    All,
+    Fused(&'a [ScoredDoc], Fusion),
+}
+
+impl Words<'_> {
+    /// `docs` (a few: the ranking's best) with their words' share. One pass over BM25's
+    /// documents, so that the fusion itself keeps one number a document.
+    fn of(&self, docs: &[ScoredDoc]) -> Vec<RankedDoc> {
+        let mut ranked: Vec<RankedDoc> = docs
+            .iter()
+            .map(|d| RankedDoc {
+                id: d.id,
+                score: d.score,
+                words: match self {
+                    Words::All => 1.0,
+                    Words::Fused(..) => 0.0,
                 },
+            })
+            .collect();
+        if let Words::Fused(bm25, fusion) = self {
+            let at: std::collections::HashMap<u64, usize> =
+                docs.iter().enumerate().map(|(i, d)| (d.id, i)).collect();
+            for d in bm25.iter() {
+                if let Some(&i) = at.get(&d.id) {
+                    let r = &mut ranked[i];
+                    if r.score > 0.0 {
+                        r.words = (fusion.words(d.score) / r.score).min(1.0) as f32;
+                    }
+                }
             }
-        })
-        .collect()
+        }
+        ranked
+    }
 }
 
 /// Below this many documents no term counts as common (see `Store::score`).

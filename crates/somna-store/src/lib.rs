@@ -59,7 +59,7 @@ pub use copy::CopyReport;
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
 pub use inbox::InboxItem;
-pub use index::{ArchiveHit, DocKind, ScoredDoc};
+pub use index::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
 pub use somna_core::LoggedEvent;
 pub use store::{PostgresOptions, Store, StoreOptions};
 pub use vectors::{ToEmbed, VectorsMeta};

@@ -257,7 +257,6 @@ impl Store {
             .map(|(row, (&seq, &scale))| ScoredDoc {
                 id: seq,
                 score: f64::from(dot(&q, row) as f32 * q_scale * scale),
-                words: 0.0,
             })
             .collect();
         let n = best_first(&mut scored, limit);
