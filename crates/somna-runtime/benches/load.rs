@@ -102,8 +102,11 @@ fn main() {
     let system = actix::System::new();
     let report = system.block_on(async move {
         let started = Instant::now();
-        // Subscribed before the start, so that no reply is missed.
-        let bus = EventBus::new(65_536);
+        // Subscribed before the start, so that no reply is missed. A broadcast channel holds
+        // every slot from the start (~180 bytes each, two channels): 65,536 slots were 24 MB of
+        // the process's RSS at any size, the bench's own buffer, not the runtime's (whose
+        // default is 4,096). Room for half a second of events at the offered rate and more.
+        let bus = EventBus::new((agents as usize / 2).clamp(4_096, 65_536));
         let mut replies = bus.subscribe();
         let runtime = Runtime::start(
             config,
