@@ -37,7 +37,6 @@ use crate::store::{Conflict, Op, WriteSet, tree_names};
 
 use super::{Bytes, KeyBounds};
 
-#[path = "postgres_cluster.rs"]
 mod cluster;
 
 pub(crate) use cluster::Fence;

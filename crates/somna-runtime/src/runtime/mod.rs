@@ -149,7 +149,6 @@ struct Hosted {
     gauge: Arc<AgentGauge>,
 }
 
-#[path = "cluster.rs"]
 mod cluster;
 
 /// The worker pool agents' jobs run on (LLM calls, compactions, store reads for prompts).
