@@ -7,8 +7,11 @@
 //! server restarts on the same database, and so on.
 //!
 //! `SOMNA_CRASH_KILLS` sets the number of kills (default 20); `SOMNA_CRASH_SEED` replays a run;
-//! `SOMNA_CRASH_CLIENTS` sets the client threads (default 4); `SOMNA_CRASH_DURABLE_ACKS=false`
-//! runs the server with the old behaviour (acknowledged before the flush), which loses inputs.
+//! `SOMNA_CRASH_CLIENTS` sets the client threads (default 4).
+//!
+//! The negative control runs the same rounds with `durable_acks = false` (an input acknowledged
+//! once it is in memory) and a flush interval of an hour: the check must find acknowledged inputs
+//! lost, or it could not have caught a loss either.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -43,12 +46,38 @@ sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 100, 
 id = "smith"
 "#;
 
+/// How the server of a crash run is configured.
+#[derive(Debug, Clone, Copy)]
+struct Server {
+    /// `[store] durable_acks`.
+    durable_acks: bool,
+    /// `[store] flush_every`.
+    flush_every: &'static str,
+}
+
+impl Server {
+    /// As shipped: inputs acknowledged once flushed.
+    const DEFAULT: Server = Server {
+        durable_acks: true,
+        flush_every: "500ms",
+    };
+    /// Acknowledged once in memory, and nothing flushed by the timer: a kill loses what came
+    /// since the last flush another write asked for.
+    const UNSAFE: Server = Server {
+        durable_acks: false,
+        flush_every: "1h",
+    };
+}
+
 /// Starts `somna run --serve 127.0.0.1:0`.
-fn start(dir: &Path) -> Served {
-    let durable = env_or("SOMNA_CRASH_DURABLE_ACKS", true);
+fn start(dir: &Path, server: Server) -> Served {
     let mut c = command(dir);
     c.args(["run", "--serve", "127.0.0.1:0", "--for", "10m", "--quiet"])
-        .arg(format!("--set=store.durable_acks={durable}"));
+        .arg(format!("--set=store.durable_acks={}", server.durable_acks))
+        .arg(format!(
+            "--set=store.flush_every=\"{}\"",
+            server.flush_every
+        ));
     Served::start(c)
 }
 
@@ -96,20 +125,23 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-#[test]
-fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
-    let kills: u32 = env_or("SOMNA_CRASH_KILLS", 20);
-    let clients: usize = env_or("SOMNA_CRASH_CLIENTS", 4);
-    let seed: u64 = env_or(
-        "SOMNA_CRASH_SEED",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    );
-    println!(
-        "http crash test: seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills, {clients} clients"
-    );
+/// What a crash run found wrong, with its directory kept for inspection.
+struct Failure {
+    message: String,
+    dir: std::path::PathBuf,
+}
+
+/// What a clean crash run did.
+struct Clean {
+    sent: usize,
+    acked: usize,
+    elapsed: Duration,
+}
+
+/// `kills` rounds of load and SIGKILL against `server`; after each, every acknowledged input
+/// must be stored exactly once, the invariants clean and `somna check` passing. The first round
+/// that breaks one of these ends the run.
+fn crash_rounds(server: Server, kills: u32, clients: usize, seed: u64) -> Result<Clean, Failure> {
     let mut rng = Rng(seed | 1);
     let tmp = tempfile::Builder::new()
         .prefix("somna-http-crash-")
@@ -117,10 +149,10 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
         .unwrap();
     let dir = tmp.path().to_path_buf();
     std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
-    // On a failure the directory is kept for inspection and its path printed.
-    let fail = |tmp: tempfile::TempDir, message: String| -> ! {
-        let kept = tmp.keep();
-        panic!("{message}\n(the directory is kept in {})", kept.display());
+    // On a failure the directory is kept for inspection.
+    let fail = |tmp: tempfile::TempDir, message: String| Failure {
+        message,
+        dir: tmp.keep(),
     };
     let smith = AgentId::new("smith").unwrap();
     let started = Instant::now();
@@ -129,7 +161,7 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
     let mut acked: Vec<String> = Vec::new();
 
     for round in 0..kills {
-        let mut served = start(&dir);
+        let mut served = start(&dir, server);
         let addr = served.addr().to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let round_acked = Arc::new(Mutex::new(Vec::new()));
@@ -164,25 +196,27 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
             sent_total += t.join().unwrap();
         }
         if status.code().is_some() {
-            fail(
+            return Err(fail(
                 tmp,
                 format!("round {round}: the server ended on its own ({status})"),
-            );
+            ));
         }
         acked.extend(std::mem::take(&mut *round_acked.lock().unwrap()));
 
         // The server is dead: open its database directly.
         let store = match Store::open(dir.join("db"), StoreOptions::default()) {
             Ok(store) => store,
-            Err(e) => fail(
-                tmp,
-                format!("round {round} (seed {seed}): the database does not open: {e}"),
-            ),
+            Err(e) => {
+                return Err(fail(
+                    tmp,
+                    format!("round {round} (seed {seed}): the database does not open: {e}"),
+                ));
+            }
         };
         let report = store.check_invariants(&smith).unwrap();
         if !report.is_ok() {
             drop(store);
-            fail(tmp, format!("round {round} (seed {seed}): {report}"));
+            return Err(fail(tmp, format!("round {round} (seed {seed}): {report}")));
         }
         let mut stored: HashMap<String, usize> = HashMap::new();
         let history = store.history(&smith).unwrap();
@@ -196,7 +230,7 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
         let lost: Vec<&String> = acked.iter().filter(|t| !stored.contains_key(*t)).collect();
         let duplicated: Vec<(&String, &usize)> = stored.iter().filter(|(_, n)| **n > 1).collect();
         if !lost.is_empty() || !duplicated.is_empty() {
-            fail(
+            return Err(fail(
                 tmp,
                 format!(
                     "round {round} (seed {seed}): of {} acknowledged inputs {} are lost \
@@ -207,28 +241,91 @@ fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
                     duplicated.len(),
                     duplicated.first()
                 ),
-            );
+            ));
         }
         let check = command(&dir).args(["check"]).output().unwrap();
         if !check.status.success() {
-            fail(
+            return Err(fail(
                 tmp,
                 format!(
                     "round {round} (seed {seed}): somna check failed:\n{}{}",
                     String::from_utf8_lossy(&check.stdout),
                     String::from_utf8_lossy(&check.stderr)
                 ),
-            );
+            ));
         }
     }
+    Ok(Clean {
+        sent: sent_total,
+        acked: acked.len(),
+        elapsed: started.elapsed(),
+    })
+}
+
+fn seed() -> u64 {
+    env_or(
+        "SOMNA_CRASH_SEED",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    )
+}
+
+#[test]
+fn acknowledged_inputs_survive_sigkill_of_the_server_exactly_once() {
+    let kills: u32 = env_or("SOMNA_CRASH_KILLS", 20);
+    let clients: usize = env_or("SOMNA_CRASH_CLIENTS", 4);
+    let seed = seed();
     println!(
-        "http crash test: {kills} kills in {:.1} s; {sent_total} inputs sent, {} acknowledged (202), \
-         0 acknowledged lost, 0 stored twice, check clean after every kill",
-        started.elapsed().as_secs_f64(),
-        acked.len()
+        "http crash test: seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills, {clients} clients"
     );
-    assert!(
-        !acked.is_empty(),
-        "no input was acknowledged before a kill: the kills came too early"
-    );
+    match crash_rounds(Server::DEFAULT, kills, clients, seed) {
+        Ok(clean) => {
+            println!(
+                "http crash test: {kills} kills in {:.1} s; {} inputs sent, {} acknowledged \
+                 (202), 0 acknowledged lost, 0 stored twice, check clean after every kill",
+                clean.elapsed.as_secs_f64(),
+                clean.sent,
+                clean.acked
+            );
+            assert!(
+                clean.acked > 0,
+                "no input was acknowledged before a kill: the kills came too early"
+            );
+        }
+        Err(f) => panic!(
+            "{}\n(the directory is kept in {})",
+            f.message,
+            f.dir.display()
+        ),
+    }
+}
+
+/// The negative control: the same rounds against a server that acknowledges inputs before they
+/// are on disk and never flushes on a timer must be caught losing acknowledged inputs. Writes
+/// that wait for a flush (an agent's reply, a compaction's commit) still flush what came before
+/// them, so a kill loses only what was acknowledged since the last one, often a single input,
+/// and a round may lose nothing: in 16 runs the first loss came at kills 1 to 5 (about 40% of
+/// rounds lose one), so twenty rounds miss with a chance of about 0.6^20 (4 in 100,000).
+#[test]
+fn the_crash_check_catches_a_server_that_acknowledges_before_the_flush() {
+    let seed = seed();
+    println!("http crash negative control: seed {seed} (SOMNA_CRASH_SEED replays it)");
+    match crash_rounds(Server::UNSAFE, 20, 4, seed) {
+        Ok(clean) => panic!(
+            "twenty kills of a server that acknowledges before the flush lost none of {} \
+             acknowledged inputs: the crash check could not catch a loss",
+            clean.acked
+        ),
+        Err(f) => {
+            assert!(
+                f.message.contains("are lost") && !f.message.contains(" 0 are lost"),
+                "the run failed, but not by losing acknowledged inputs: {}",
+                f.message
+            );
+            println!("http crash negative control: caught: {}", f.message);
+            let _ = std::fs::remove_dir_all(&f.dir);
+        }
+    }
 }
