@@ -173,10 +173,17 @@ async fn fill(c: &Client, css: &str, text: &str) {
 }
 
 async fn screenshot(c: &Client, name: &str) {
+    screenshot_at(c, name, None).await;
+}
+
+/// A screenshot scrolled to the element `css` selects (the top of the page with `None`).
+async fn screenshot_at(c: &Client, name: &str, css: Option<&str>) {
     if let Some(dir) = std::env::var_os("SOMNA_CONSOLE_SCREENSHOTS") {
-        c.execute("window.scrollTo(0, 0); return 1;", vec![])
-            .await
-            .unwrap();
+        let scroll = match css {
+            Some(css) => format!("document.querySelector('{css}').scrollIntoView(); return 1;"),
+            None => "window.scrollTo(0, 0); return 1;".to_string(),
+        };
+        c.execute(&scroll, vec![]).await.unwrap();
         let png = c.screenshot().await.unwrap();
         std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).unwrap();
     }
@@ -265,6 +272,16 @@ fn aldric_tells_smith(dir: &Path, url: &str, line: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `GET url+path` (no token): its JSON answer.
+async fn get_json(url: &str, path: &str) -> Value {
+    reqwest::get(format!("{url}{path}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// Compactions in the agent's event log.
@@ -482,6 +499,133 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     )
     .await;
     screenshot(c, "agent-after").await;
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_page_shows_what_the_agent_sees() {
+    let Some(chromedriver) = chromedriver_or_skip() else {
+        return;
+    };
+    let session = Session::start(&chromedriver, &small_config(), None).await;
+    let (dir, url, c) = (session.tmp.path(), session.served.url.clone(), &session.c);
+    // Smith hears of the wolves, compacts (the lines go to the archive, a synthesis entry to the
+    // journal) and sleeps (memory facts); then the talk moves on.
+    for i in 0..6 {
+        let line = format!(
+            "Line {i}: the wolves came down from the northern ridge, took two sheep from the \
+             miller's fold and left tracks all the way to the old chapel."
+        );
+        aldric_tells_smith(dir, &url, &line);
+    }
+    let outcome = remote(dir, &url, None, &["compact", "smith", "--force"]);
+    assert_eq!(outcome["outcome"], "done", "{outcome}");
+    remote(dir, &url, None, &["sleep", "smith"]);
+    for i in 0..3 {
+        aldric_tells_smith(
+            dir,
+            &url,
+            &format!("Later {i}: the harvest fair opens on Friday."),
+        );
+    }
+    c.goto(&format!("{url}/console#/agent/smith"))
+        .await
+        .unwrap();
+    // The prompt as it stands, part by part, with the numbers the API gives.
+    until(
+        c,
+        "document.querySelectorAll('#prompt-parts tr[data-part]').length === 6",
+    )
+    .await;
+    let seen = get_json(&url, "/v1/agents/smith/prompt").await;
+    for (row, part) in [
+        ("persona", "persona"),
+        ("summary", "summary"),
+        ("working", "working_context"),
+        ("live", "live_history"),
+        ("reserve", "reply_reserve"),
+        ("free", "free"),
+    ] {
+        let shown = c
+            .execute(
+                &format!("return document.querySelector('#prompt-parts tr[data-part={row}] td').textContent;"),
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            shown,
+            json!(seen["parts"][part].to_string()),
+            "{row}: {seen}"
+        );
+    }
+    assert!(seen["parts"]["summary"].as_u64().unwrap() > 0, "{seen}");
+    // The window's bar has a segment per part that holds tokens.
+    let segments = c
+        .execute(
+            "return document.querySelectorAll('#prompt-window span').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(segments.as_u64().unwrap() >= 4, "{segments}");
+    // A question about the wolves: the working context recalls the archived lines.
+    type_into(
+        c,
+        "#prompt-input",
+        "Where did the wolves leave their tracks?",
+    )
+    .await;
+    click(c, "#prompt-form button").await;
+    let recalled = until(
+        c,
+        "document.querySelector('#prompt-messages li.working')?.textContent",
+    )
+    .await;
+    assert!(recalled.as_str().unwrap().contains("chapel"), "{recalled}");
+    let last = c
+        .execute(
+            "const li = [...document.querySelectorAll('#prompt-messages li')].pop(); \
+             return [li.dataset.part, li.dataset.role, li.querySelector('pre').textContent];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        last,
+        json!(["live", "user", "Where did the wolves leave their tracks?"])
+    );
+    screenshot_at(c, "agent-sees", Some("#prompt-section")).await;
+
+    // The journal: the compaction's synthesis entry with the turns it covers, as the API has it.
+    let synthesis = get_json(&url, "/v1/agents/smith/journal?source_type=compaction").await;
+    let entry = &synthesis["entries"][0];
+    let covers = format!("{}-{}", entry["covers"][0], entry["covers"][1]);
+    until(
+        c,
+        &format!(
+            "document.querySelector('#journal-list li.synthesis[data-entry=\"{}\"] .covers')?.dataset.covers === '{covers}'",
+            entry["id"]
+        ),
+    )
+    .await;
+    // Memory facts, each with the journal entries it came from.
+    let facts = get_json(&url, "/v1/agents/smith/facts").await;
+    let count = facts["facts"].as_array().unwrap().len();
+    assert!(count > 0, "the sleep distilled no facts: {facts}");
+    until(
+        c,
+        &format!("document.querySelectorAll('#facts-list > li').length === {count}"),
+    )
+    .await;
+    // The archive's search box.
+    type_into(c, "#archive-q", "wolves chapel").await;
+    click(c, "#archive-form button").await;
+    until(c, "[...document.querySelectorAll('#archive-list li')].some(li => li.textContent.includes('wolves'))").await;
+    screenshot_at(c, "agent-journal", Some("#archive-section")).await;
+    // The chart's time axis reads as clock time.
+    let axis = until(c, "document.querySelector('#usage-chart svg')?.textContent").await;
+    assert!(axis.as_str().unwrap().contains("(UTC"), "{axis}");
     session.close().await;
 }
 

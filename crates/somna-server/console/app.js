@@ -256,6 +256,7 @@ async function showAgent(id) {
     swap("journal", fragmentPath(id, "/journal")),
     swap("facts", fragmentPath(id, "/facts")),
     swap("archive", fragmentPath(id, "/archive")),
+    swap("prompt", fragmentPath(id, "/prompt")),
   ]);
   const history = throttle(() => guarded(() => swap("history", fragmentPath(id, "/history"))), 300);
   const chart = throttle(() => guarded(() => refreshChart(id)), 300);

@@ -146,6 +146,7 @@ const ENDPOINTS: &[(&str, &str, &[&str], u32)] = &[
     ("GET", "/v1/agents/{id}/history", &["from_seq", "limit"], 3),
     ("GET", "/v1/agents/{id}/archive", &["from_seq", "limit"], 3),
     ("GET", "/v1/agents/{id}/archive/search", &["q", "limit"], 3),
+    ("GET", "/v1/agents/{id}/prompt", &["input"], 2),
     (
         "GET",
         "/v1/agents/{id}/journal",

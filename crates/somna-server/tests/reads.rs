@@ -223,6 +223,61 @@ async fn paging_compaction_journal_search_uncompact_events() {
     ])
     .await;
 
+    // What the agent sees: the prompt for a question about the plough carries the summary,
+    // recalls the archived line in its working context, and counts every token of the window.
+    let before = s.get("/v1/agents/wren").await.expect(200, None);
+    let question = "What did Brannoc pay for the plough?";
+    let seen = s
+        .get("/v1/agents/wren/prompt?input=What%20did%20Brannoc%20pay%20for%20the%20plough%3F")
+        .await
+        .expect(200, None);
+    let parts = &seen["parts"];
+    let part = |name: &str| parts[name].as_u64().unwrap();
+    let messages = seen["messages"].as_array().unwrap();
+    let message_tokens: u64 = messages.iter().map(|m| m["tokens"].as_u64().unwrap()).sum();
+    assert_eq!(
+        part("persona") + part("summary") + part("working_context") + part("live_history"),
+        message_tokens,
+        "{seen}"
+    );
+    assert_eq!(
+        seen["total_tokens"].as_u64().unwrap() + part("reply_reserve") + part("free"),
+        seen["window_tokens"].as_u64().unwrap(),
+        "{seen}"
+    );
+    assert!(
+        part("summary") > 0,
+        "the compaction's summary is in the prompt: {seen}"
+    );
+    assert_eq!(messages[0]["part"], "system");
+    let last = messages.last().unwrap();
+    assert_eq!(
+        (&last["part"], &last["role"], &last["content"]),
+        (&json!("live_history"), &json!("user"), &json!(question))
+    );
+    let note = messages
+        .iter()
+        .find(|m| m["part"] == "working_context")
+        .unwrap_or_else(|| panic!("no working context: {seen}"));
+    assert!(
+        note["content"].as_str().unwrap().contains("plough"),
+        "{note}"
+    );
+    assert!(part("working_context") > 0);
+    let excerpts = seen["recalled"]["excerpts"].as_array().unwrap();
+    assert!(!excerpts.is_empty(), "{seen}");
+    // Nothing was written: the agent's history is as long as before.
+    let after = s.get("/v1/agents/wren").await.expect(200, None);
+    assert_eq!(after["history_len"], before["history_len"]);
+    s.bad_requests(&[
+        "/v1/agents/wren/prompt?input=a&input=b",
+        "/v1/agents/wren/prompt?q=plough",
+    ])
+    .await;
+    s.get("/v1/agents/ghost/prompt")
+        .await
+        .expect(404, Some("unknown_agent"));
+
     // Undo the compaction: history is whole again, the archive empty, a second undo finds nothing.
     let undone = s
         .post(

@@ -600,6 +600,34 @@ impl Runtime {
         Ok(config)
     }
 
+    /// The prompt `id`'s next LLM call would receive if `input` arrived now, under `config` (its
+    /// status's): retrieval as a turn does it — `input` embedded when semantic retrieval is on —,
+    /// nothing written. The console's and the API's view of what an agent sees.
+    pub async fn preview(
+        &self,
+        id: &AgentId,
+        config: &AgentConfig,
+        input: &str,
+    ) -> Result<(crate::prompt::Prompt, crate::prompt::WorkingContext)> {
+        let mut vector = None;
+        if let Some(semantic) = &self.inner.semantic {
+            let embedder = semantic.embedder.as_ref();
+            if let Some(v) = crate::semantic::embed_query(embedder, id, input).await {
+                vector = Some((embedder.model().to_string(), v));
+            }
+        }
+        let semantic = vector.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
+        let now = self.inner.clock.now();
+        Ok(crate::prompt::preview_with(
+            &self.inner.store,
+            id,
+            config,
+            input,
+            semantic,
+            now,
+        )?)
+    }
+
     /// A subscriber to every event from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Stamped> {
         self.inner.events.subscribe()

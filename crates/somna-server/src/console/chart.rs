@@ -156,9 +156,11 @@ pub(crate) fn svg(
         .first()
         .map_or(now.0.saturating_sub(60_000), |m| m.at.0);
     let span = now.0.saturating_sub(start).max(1_000);
-    // x in minutes from the first event, y in percent of the window.
+    // x in minutes from the first event, labelled with the time of day (and the date when the
+    // span passes a day); y in percent of the window.
     let x = |t: Timestamp| t.0.saturating_sub(start) as f64 / 60_000.0;
     let x_end = span as f64 / 60_000.0;
+    let x_label = |minutes: &f64| clock_label(start, *minutes, span);
     let mut line: Vec<(f64, f64)> = Vec::new();
     for m in marks {
         if let (Some(b), Some(a)) = (m.before, m.after) {
@@ -185,7 +187,9 @@ pub(crate) fn svg(
                 .build_cartesian_2d(0f64..x_end * 1.02, 0f64..y_top)?;
             chart
                 .configure_mesh()
-                .x_desc("minutes since the first logged event")
+                .x_desc(axis_desc(start, span))
+                .x_label_formatter(&x_label)
+                .x_labels(8)
                 .y_desc("usage %")
                 .light_line_style(WHITE.mix(0.0))
                 .draw()?;
@@ -228,6 +232,47 @@ pub(crate) fn svg(
         }
     }
     out
+}
+
+/// A day in milliseconds: past it, the chart's time labels carry the date.
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Spans shorter than this are labelled in seconds since the start (clock times would repeat).
+const SHORT_MS: u64 = 2 * 60 * 1000;
+
+/// The time `at` (ms since the epoch) in RFC 3339 UTC to the second: `2026-11-28T14:05:30Z`.
+fn rfc3339(at: u64) -> String {
+    humantime::format_rfc3339_seconds(Timestamp(at).to_system_time()).to_string()
+}
+
+/// The time axis's description for a chart from `start` spanning `span` ms.
+fn axis_desc(start: u64, span: u64) -> String {
+    if span < SHORT_MS {
+        format!("seconds since {} (UTC)", &rfc3339(start)[11..19])
+    } else if span > DAY_MS {
+        "time (UTC, month-day hour:minute)".to_string()
+    } else {
+        "time of day (UTC)".to_string()
+    }
+}
+
+/// The label of the time `minutes` after `start` (ms since the epoch) on an axis spanning
+/// `span` ms: `12.5` seconds under two minutes, else the clock time — `14:05:30` under ten
+/// minutes, `14:05` up to a day, `11-28 14:05` past it.
+fn clock_label(start: u64, minutes: f64, span: u64) -> String {
+    let minutes = minutes.max(0.0);
+    if span < SHORT_MS {
+        return format!("{:.1}", minutes * 60.0);
+    }
+    let full = rfc3339(start.saturating_add((minutes * 60_000.0) as u64));
+    let (date, time) = (&full[5..10], &full[11..19]);
+    if span > DAY_MS {
+        format!("{date} {}", &time[..5])
+    } else if span < 10 * 60_000 {
+        time.to_string()
+    } else {
+        time[..5].to_string()
+    }
 }
 
 /// What the grounding check did, as a mark's label ends: `; items 12 kept, 1 repaired, 2 dropped`.
@@ -293,6 +338,24 @@ mod tests {
             assert!(svg.contains(&mark.hex()), "{mark:?} is not drawn");
         }
         assert!(!svg.contains(&Mark::Masking.hex()));
+    }
+
+    #[test]
+    fn the_time_axis_reads_in_seconds_clock_time_or_dates_by_its_span() {
+        // 2026-11-28T14:05:30Z.
+        let start = 1_795_874_730_000;
+        assert_eq!(clock_label(start, 0.25, 90_000), "15.0");
+        assert_eq!(clock_label(start, 0.0, 5 * 60_000), "14:05:30");
+        assert_eq!(clock_label(start, 90.0, 3 * 60 * 60_000), "15:35");
+        assert_eq!(clock_label(start, 600.0, 2 * DAY_MS), "11-29 00:05");
+        assert_eq!(axis_desc(start, 90_000), "seconds since 14:05:30 (UTC)");
+        // No mark: the last minute, in seconds since its start.
+        let svg = svg(&[], Timestamp(start + 60_000), 0.2, 0.7, 0.8);
+        assert!(svg.contains("seconds since 14:05:30 (UTC)"), "{svg}");
+        assert!(
+            svg.lines().any(|l| l.trim() == "30.0"),
+            "a label is drawn: {svg}"
+        );
     }
 
     #[test]

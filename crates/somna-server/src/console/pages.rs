@@ -11,6 +11,7 @@ use super::chart::{self, Mark};
 use super::{agent_of, html as fragment};
 use crate::error::ApiError;
 use crate::query::{Params, parse_time};
+use crate::routes::prompt::{PromptParts, preview_input};
 use crate::routes::{Reply, State, runtime_error};
 
 /// Rows of the agents table per page.
@@ -256,17 +257,18 @@ pub(super) async fn agent(state: State, req: HttpRequest) -> Reply {
             }
             p #config-status role="status" {}
         }
+        section #prompt-section {
+            h3 { "What the agent sees" }
+            p.note { "The prompt its next LLM call would get if this input arrived now (nothing is sent)." }
+            form #prompt-form {
+                input #prompt-input name="input" placeholder="the next input (empty: the prompt as it stands)";
+                button type="submit" { "Show" }
+            }
+            div #prompt {}
+        }
         section #history-section {
             h3 { "Live history" }
             div #history { (history) }
-        }
-        section #prompt-section {
-            h3 { "Prompt preview" }
-            form #prompt-form {
-                input #prompt-input name="input" placeholder="the next input" value="What happened so far?";
-                button type="submit" { "Preview" }
-            }
-            div #prompt {}
         }
         section #archive-section {
             h3 { "Archive" }
@@ -476,6 +478,9 @@ pub(super) async fn journal(state: State, req: HttpRequest) -> Reply {
                         " · " (e.at.to_string())
                         @if !e.tags.is_empty() { " · " (e.tags.join(", ")) }
                         @if synthesis { strong { " synthesis" } }
+                        @if let Some((from, through)) = e.covers {
+                            span.covers data-covers=(format!("{from}-{through}")) { " · covers turns #" (from) "–#" (through) }
+                        }
                     }
                     pre { (e.content) }
                 }
@@ -527,28 +532,64 @@ pub(super) async fn facts(state: State, req: HttpRequest) -> Reply {
     })
 }
 
-/// `GET /console/f/agents/{id}/prompt?input`: the prompt the agent's next LLM call would get for
-/// `input`, message by message with token counts, and its budget by part.
+/// `GET /console/f/agents/{id}/prompt?input`: what the agent sees — the prompt its next LLM call
+/// would get for `input` (the API's `GET /v1/agents/{id}/prompt`): the window by part as a bar and
+/// a table, then message by message with its part and tokens.
 pub(super) async fn prompt(state: State, req: HttpRequest) -> Reply {
     let params = Params::parse(req.query_string(), &["input"], &[])?;
     let id = agent_of(&state, &req)?;
+    let input = preview_input(&params)?;
     let s = status_of(&state, &id).await?;
-    let input = params.get("input").unwrap_or("");
-    let now = state.runtime.clock().now();
-    let (built, _) =
-        somna_runtime::prompt::preview(state.runtime.store(), &id, &s.config, input, now)?;
+    let (built, working) = state
+        .runtime
+        .preview(&id, &s.config, input)
+        .await
+        .map_err(|e| runtime_error(&state, &id, e))?;
+    let window = s.config.compaction.max_context_tokens;
+    let parts = PromptParts::of(&built, window).labelled();
+    let used = u64::from(window) - parts[5].2;
+    let share = |tokens: u64| tokens as f64 * 100.0 / f64::from(window.max(1));
+    let part_of = |i: usize| {
+        if i == 0 {
+            ("system", "persona + summary")
+        } else if built.note_index == Some(i) {
+            ("working", "working context")
+        } else {
+            ("live", "live history")
+        }
+    };
     fragment(html! {
+        div.window #prompt-window title=(format!("{used} of {window} tokens")) {
+            @for (class, label, tokens) in &parts[..5] {
+                @if *tokens > 0 {
+                    span class=(class) style=(format!("width:{:.2}%", share(*tokens))) title=(format!("{label}: {tokens} tokens")) {}
+                }
+            }
+        }
         table #prompt-parts {
-            tr { th { "persona" } td { (built.persona_tokens) } }
-            tr { th { "summaries" } td { (built.summary_tokens) } }
-            tr { th { "context note" } td { (built.working_tokens) } }
-            tr { th { "live turns" } td { (built.history_tokens) } }
-            tr { th { "total / budget" } td #prompt-total { (built.total_tokens()) " / " (built.budget) } }
+            tr { th { "part" } th { "tokens" } th { "of the window" } }
+            @for (class, label, tokens) in parts {
+                tr data-part=(class) {
+                    th { i class=(class) {} " " (label) }
+                    td { (tokens) }
+                    td { (format!("{:.1}%", share(tokens))) }
+                }
+            }
+            tr { th { "prompt / budget" } td #prompt-total colspan="2" { (built.total_tokens()) " / " (built.budget) " (window " (window) ")" } }
+        }
+        @if built.dropped_turns > 0 {
+            p.note { (built.dropped_turns) " oldest live turn(s) left out to fit the budget (the next tick compacts)" }
+        }
+        p.note #prompt-recalled {
+            "recalled for this input: " (working.facts.len()) " memory facts, "
+            (working.excerpts.len()) " archive excerpts ("
+            (working.turns().count()) " archived turns)"
         }
         ol #prompt-messages {
-            @for (m, tokens) in built.messages.iter().zip(&built.message_tokens) {
-                li data-role=(m.role.as_str()) {
-                    span.meta { (m.role.as_str()) " · " (tokens) " tokens" }
+            @for (i, (m, tokens)) in built.messages.iter().zip(&built.message_tokens).enumerate() {
+                @let (class, label) = part_of(i);
+                li data-role=(m.role.as_str()) data-part=(class) class=(class) {
+                    span.meta { (label) " · " (m.role.as_str()) @if let Some(n) = &m.name { " (" (n) ")" } " · " (tokens) " tokens" }
                     pre { (m.content) }
                 }
             }

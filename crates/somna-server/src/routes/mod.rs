@@ -5,6 +5,7 @@
 //!   compact, sleep, uncompact).
 //! - [`reads`]: reads answered by the store (history, archive, archive search, journal, facts,
 //!   events); they work for retired agents too.
+//! - [`prompt`]: what an agent sees — the prompt its next LLM call would receive for an input.
 //! - [`ops`]: `/healthz`, `/metrics`, `/v1/openapi.json`, the `/v1/events` SSE stream, and the
 //!   JSON 404/405 fallbacks.
 //!
@@ -24,6 +25,7 @@ use crate::server::AppState;
 
 pub(crate) mod agents;
 pub(crate) mod ops;
+pub(crate) mod prompt;
 pub(crate) mod reads;
 
 /// The shared state as handlers receive it.
@@ -83,6 +85,7 @@ endpoints! {
     GET "/v1/agents/{id}/archive/search" => reads::search,
     GET "/v1/agents/{id}/journal" => reads::journal,
     GET "/v1/agents/{id}/facts" => reads::facts,
+    GET "/v1/agents/{id}/prompt" => prompt::prompt,
     GET "/v1/agents/{id}/events" => reads::events,
     GET "/v1/events" => ops::events,
 }
