@@ -19,6 +19,8 @@ macro_rules! sled_only {
     ($($item:item)*) => {};
 }
 
+#[path = "postgres/admin.rs"]
+mod admin;
 #[path = "all/agents.rs"]
 mod agents;
 #[path = "postgres/backend.rs"]
@@ -45,5 +47,7 @@ mod journal;
 mod messages;
 #[path = "all/props.rs"]
 mod props;
+#[path = "postgres/tls.rs"]
+mod tls;
 #[path = "all/vectors.rs"]
 mod vectors;

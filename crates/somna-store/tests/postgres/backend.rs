@@ -156,3 +156,55 @@ fn a_commit_of_1980_messages_and_its_undo_round_trip() {
         assert_clean(&store, &id);
     }
 }
+
+/// A write that waits on a lock (here: another session holding every table of the schema) is
+/// cancelled by the server after the sessions' `statement_timeout` (the URL's `options`), and the
+/// store says so, instead of holding the agent's job for as long as the lock is held.
+#[test]
+fn a_write_waiting_on_a_lock_ends_at_the_statement_timeout() {
+    let Some(url) = pg_url() else { return };
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let limited = format!("{url}{separator}options=-c%20statement_timeout%3D300ms");
+    let schema = unique_schema("stmt_timeout");
+    let options = PostgresOptions {
+        schema: schema.clone(),
+        pool_size: 1,
+    };
+    let store = Store::open_postgres(&limited, options).unwrap();
+    let admin = crate::admin::Admin::connect(&url);
+    let tables = admin.value(&format!(
+        "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables \
+         WHERE schemaname = '{schema}'"
+    ));
+    admin.run(&[
+        "BEGIN",
+        &format!("LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"),
+    ]);
+    let e = store
+        .create_agent(&agent("late"), NOW)
+        .expect_err("a write went through a held lock")
+        .to_string();
+    assert!(e.contains("statement timeout"), "{e}");
+    admin.run(&["ROLLBACK"]);
+    // The lock gone, the same write goes through.
+    store.create_agent(&agent("late"), NOW).unwrap();
+    assert!(store.agent(&agent("late")).unwrap().is_some());
+    drop(store);
+    let _ = Store::temporary_postgres_in(&url, &schema).unwrap();
+}
+
+/// `options=-c statement_timeout=…` in the URL is read as the server reads it; a value it would
+/// refuse is refused before connecting, naming it.
+#[test]
+fn a_bad_statement_timeout_in_the_url_is_refused_by_name() {
+    let e = Store::open_postgres(
+        "postgres://nobody@127.0.0.1:1/x?options=-c%20statement_timeout%3D5parsecs",
+        PostgresOptions {
+            schema: "somna".into(),
+            pool_size: 1,
+        },
+    )
+    .expect_err("a bad statement_timeout was taken")
+    .to_string();
+    assert!(e.contains("statement_timeout \"5parsecs\""), "{e}");
+}

@@ -28,8 +28,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
 
 use crate::error::{Result, StorageError, StorageErrorKind, StoreError};
 use crate::keys;
@@ -38,6 +38,7 @@ use crate::store::{Conflict, Op, WriteSet, tree_names};
 use super::{Bytes, KeyBounds};
 
 mod cluster;
+mod tls;
 
 pub(crate) use cluster::Fence;
 
@@ -108,6 +109,47 @@ const FIRST_PAGE: i64 = 32;
 /// The largest page of a scan.
 const MAX_PAGE: i64 = 256;
 
+/// The `statement_timeout` of the pool's sessions when the URL's `options` set none: a statement
+/// (a write set's, a read's) that waits longer — on a lock, a stalled server — is cancelled by
+/// the server instead of holding an agent's job.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much longer than `statement_timeout` a write set may go unanswered before the store gives
+/// up on it (the server cancels its own statements; this is for a server that cannot answer).
+const WRITE_GRACE: Duration = Duration::from_secs(5);
+
+/// The `statement_timeout` a connection's `options` set (`-c statement_timeout=10s`), as the
+/// server reads it: a number of milliseconds, or one with a unit (`ms`, `s`, `min`, `h`, `d`);
+/// `None` when they set none.
+fn statement_timeout(options: &str) -> Result<Option<Duration>> {
+    let Some(at) = options.rfind("statement_timeout=") else {
+        return Ok(None);
+    };
+    let value = options[at + "statement_timeout=".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_matches('\'');
+    let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &value[digits.len()..];
+    let bad = || StoreError::Invalid {
+        what: "postgres URL",
+        reason: format!(
+            "options: statement_timeout {value:?} is not a number of ms or one with a unit (ms, s, min, h, d)"
+        ),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    let ms = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    Ok(Some(Duration::from_millis(n.saturating_mul(ms))))
+}
+
 /// How long [`PgDb::open`] waits for another session's hold on the schema to end (a killed
 /// process's session ends once the server has finished its last statement).
 const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -131,6 +173,9 @@ struct Shared {
     holder: Option<tokio_postgres::Client>,
     /// The time limit of a cluster statement, in ms (see `cluster`).
     cluster_timeout_ms: AtomicU64,
+    /// How long a write set may take before the store gives up on it (the sessions'
+    /// `statement_timeout` and a grace; `None`: no limit, `statement_timeout=0`).
+    write_limit: Option<Duration>,
     /// A cluster node: its writes are fenced by shard leases, so losing the shared lock's session
     /// (a cut connection) does not stop it writing (see `run_writes`).
     fenced: bool,
@@ -146,7 +191,9 @@ struct Shared {
 }
 
 /// A backend failure: what was being done (naming host, port and database, never the password)
-/// and the client's error.
+/// and the client's error with its causes — all in the message, once: the client's own message
+/// is often just `db error`, the server's reason (`canceling statement due to statement timeout`)
+/// is its cause. It has no `source`, so that `{e:#}` does not print the causes twice.
 #[derive(Debug)]
 struct PgError {
     context: String,
@@ -155,20 +202,20 @@ struct PgError {
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.context),
-            None => f.write_str(&self.context),
+        f.write_str(&self.context)?;
+        let mut cause = self
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
         }
+        Ok(())
     }
 }
 
-impl std::error::Error for PgError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+impl std::error::Error for PgError {}
 
 fn pg_error(
     context: impl Into<String>,
@@ -327,9 +374,12 @@ impl PgDb {
         if pool_size == 0 {
             return Err(invalid("pool_size must be above zero".to_string()));
         }
-        let mut config: tokio_postgres::Config = url
+        let tls = tls::Settings::take(url)?;
+        let mut config: tokio_postgres::Config = tls
+            .rest
             .parse()
             .map_err(|e| pg_error("invalid Postgres URL", Some(Box::new(e))))?;
+        let connector = tls.apply(&mut config)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -343,17 +393,34 @@ impl PgDb {
         let target = target_of(&config);
         let mut holder_config = config.clone();
         holder_config.application_name(session_name("somna-lock", schema));
+        // Every statement of the pool's sessions ends within `statement_timeout` (the URL's
+        // `options=-c statement_timeout=…`, else STATEMENT_TIMEOUT), and a write set the server
+        // does not answer in time (a partition, a dead connection) fails after a grace.
+        let mut extra = Vec::new();
+        let statement_timeout = match config.get_options().map(statement_timeout).transpose()? {
+            Some(Some(given)) => given,
+            _ => {
+                extra.push(format!(
+                    "-c statement_timeout={}",
+                    STATEMENT_TIMEOUT.as_millis()
+                ));
+                STATEMENT_TIMEOUT
+            }
+        };
         if let Some(limit) = cluster {
             let ms = limit.as_millis().max(1);
+            extra.push(format!("-c idle_in_transaction_session_timeout={ms}"));
+        }
+        if !extra.is_empty() {
             let options = match config.get_options() {
-                Some(given) => format!("{given} -c idle_in_transaction_session_timeout={ms}"),
-                None => format!("-c idle_in_transaction_session_timeout={ms}"),
+                Some(given) => format!("{given} {}", extra.join(" ")),
+                None => extra.join(" "),
             };
             config.options(&options);
         }
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -381,6 +448,7 @@ impl PgDb {
             holder: None,
             fenced: shared_schema,
             cluster_timeout_ms: AtomicU64::new(5_000),
+            write_limit: (!statement_timeout.is_zero()).then(|| statement_timeout + WRITE_GRACE),
             schema: schema.to_string(),
             target,
             tables: TABLES
@@ -392,7 +460,14 @@ impl PgDb {
         };
         let (lock_target, lock_schema) = (shared.target.clone(), shared.schema.clone());
         shared.holder = Some(shared.run(async move {
-            hold_schema(holder_config, &lock_target, &lock_schema, shared_schema).await
+            hold_schema(
+                holder_config,
+                connector,
+                &lock_target,
+                &lock_schema,
+                shared_schema,
+            )
+            .await
         })?);
         let (pool, target, schema_name, tables) = (
             shared.pool.clone(),
@@ -516,11 +591,12 @@ fn target_of(config: &tokio_postgres::Config) -> String {
 /// leftover sessions: a dead node's late commit is refused by its lease's epoch instead.
 async fn hold_schema(
     config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     target: &str,
     schema: &str,
     shared: bool,
 ) -> Result<tokio_postgres::Client> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+    let (client, connection) = config.connect(tls).await.map_err(|e| {
         pg_error(
             format!("cannot connect to Postgres at {target}"),
             Some(Box::new(e)),
@@ -1094,9 +1170,23 @@ impl Shared {
         }
         let (pool, target, tables) = (self.pool.clone(), self.target.clone(), self.tables.clone());
         let fence_sql = fence.map(|f| (f, cluster::fence_sql(&self.schema)));
-        self.run(
-            async move { transaction(&pool, &target, &tables, &writes, fence_sql.as_ref()).await },
-        )
+        let limit = self.write_limit;
+        self.run(async move {
+            let work = transaction(&pool, &target, &tables, &writes, fence_sql.as_ref());
+            let Some(limit) = limit else {
+                return work.await;
+            };
+            tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+                Err(pg_error(
+                    format!(
+                        "Postgres at {target} did not answer a write within {limit:?} (the \
+                         sessions' statement_timeout and a grace); whether it committed is \
+                         unknown until the store is read again"
+                    ),
+                    None,
+                ))
+            })
+        })
     }
 }
 
@@ -1293,6 +1383,28 @@ mod tests {
 
     use crate::backend::{Batch, Tree};
     use crate::store::{Store, TreeId, WriteSet};
+
+    #[test]
+    fn statement_timeout_is_read_as_the_server_reads_it() {
+        use std::time::Duration;
+        let read = |options: &str| super::statement_timeout(options).unwrap();
+        assert_eq!(read("-c search_path=x"), None);
+        assert_eq!(
+            read("-c statement_timeout=1500"),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            read("-c statement_timeout=10s -c x=y"),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            read("--statement_timeout=2min"),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(read("-c statement_timeout=0"), Some(Duration::ZERO));
+        let e = super::statement_timeout("-c statement_timeout=soon").unwrap_err();
+        assert!(e.to_string().contains("\"soon\""), "{e}");
+    }
 
     fn stores() -> Option<(Store, Store)> {
         let Some(url) = std::env::var("SOMNA_TEST_PG_URL")
