@@ -220,6 +220,44 @@ fn an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch() {
     );
 }
 
+/// Negative control of the fencing tests: the same expiry and takeover as
+/// `an_expired_lease_fences_its_node_and_a_takeover_bumps_the_epoch`, with the database's lease
+/// check switched off (a test-only switch). The expired node's write then lands after its lease
+/// ran out, before the new owner's, which is what the fencing tests assert cannot happen: without
+/// the check they fail.
+#[test]
+fn without_the_lease_check_an_expired_node_still_writes() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_control");
+    let ca = a.cluster().unwrap();
+    ca.skip_lease_checks_for_negative_control();
+    append_n(&a, &id, 2);
+    assert_eq!(
+        ca.renew(Duration::from_millis(1)).unwrap(),
+        vec![(shard, e)]
+    );
+    wait_until_expired(&a, shard);
+    a.append(&id, Message::user("after expiry"), NOW)
+        .expect("without the check an expired lease does not fence");
+    assert_eq!(
+        b.cluster().unwrap().acquire(shard, LONG).unwrap(),
+        Some(e + 1)
+    );
+    b.append(&id, Message::user("new owner"), NOW).unwrap();
+    let said = contents(&b, &id);
+    assert_eq!(
+        said[said.len() - 2..],
+        ["after expiry", "new owner"],
+        "the expired node's write is in the history: {said:?}"
+    );
+    // Its next write is refused only because its cached record is stale (a conflict, which a
+    // fresh read would get past), not as fenced.
+    let e = a
+        .append(&id, Message::user("old owner, still writing"), NOW)
+        .unwrap_err();
+    assert!(!matches!(e, StoreError::Fenced { .. }), "{e}");
+}
+
 /// A takeover while the old owner writes as fast as it can: each of its writes either commits
 /// before the takeover or fails as fenced, nothing after; the new owner's history holds every
 /// acknowledged write of both, once, in order.

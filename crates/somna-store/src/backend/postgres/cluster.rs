@@ -71,6 +71,12 @@ fn secs(ttl: std::time::Duration) -> f64 {
 
 impl PgDb {
     /// How long a cluster statement (heartbeat, renewal, acquisition…) may take before it fails.
+    /// Turns the database's lease check of fenced write sets off (`false`): only for the
+    /// negative control of the fencing tests.
+    pub(crate) fn set_lease_check(&self, on: bool) {
+        self.shared.lease_check.store(on, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_cluster_timeout(&self, limit: Duration) {
         let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
         self.shared.cluster_timeout_ms.store(ms, Ordering::Relaxed);

@@ -173,6 +173,9 @@ struct Shared {
     holder: Option<tokio_postgres::Client>,
     /// The time limit of a cluster statement, in ms (see `cluster`).
     cluster_timeout_ms: AtomicU64,
+    /// Whether a fenced write set checks its lease in the database (always, but for the
+    /// negative control that shows the fencing tests fail without it; see `cluster`).
+    lease_check: std::sync::atomic::AtomicBool,
     /// How long a write set may take before the store gives up on it (the sessions'
     /// `statement_timeout` and a grace; `None`: no limit, `statement_timeout=0`).
     write_limit: Option<Duration>,
@@ -449,6 +452,7 @@ impl PgDb {
             fenced: shared_schema,
             cluster_timeout_ms: AtomicU64::new(5_000),
             write_limit: (!statement_timeout.is_zero()).then(|| statement_timeout + WRITE_GRACE),
+            lease_check: std::sync::atomic::AtomicBool::new(true),
             schema: schema.to_string(),
             target,
             tables: TABLES
@@ -1169,7 +1173,9 @@ impl Shared {
             )));
         }
         let (pool, target, tables) = (self.pool.clone(), self.target.clone(), self.tables.clone());
-        let fence_sql = fence.map(|f| (f, cluster::fence_sql(&self.schema)));
+        let fence_sql = fence
+            .filter(|_| self.lease_check.load(Ordering::Relaxed))
+            .map(|f| (f, cluster::fence_sql(&self.schema)));
         let limit = self.write_limit;
         self.run(async move {
             let work = transaction(&pool, &target, &tables, &writes, fence_sql.as_ref());
