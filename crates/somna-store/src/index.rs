@@ -161,12 +161,17 @@ impl PendingDocs {
     }
 }
 
-/// The index writes (key, value) that add `docs` to an index whose current values `read` returns.
+/// A key and its value, to write.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// The index writes (key, value) that add `docs` to an index whose current values `read` returns;
+/// `None` when a term's postings already reach these documents: another writer added them since
+/// the watermarks were read (see `catch_up_index`), and these writes would add them twice.
 fn writes_over(
     read: impl Fn(&[u8]) -> Result<Option<Bytes>>,
     id: &AgentId,
     docs: &PendingDocs,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+) -> Result<Option<Vec<KeyValue>>> {
     let mut out = Vec::new();
     for (&kind, &(n, len)) in &docs.added {
         let key = collection_key(id, kind);
@@ -182,6 +187,11 @@ fn writes_over(
             Some(v) => decode_head(&head_key, &v)?,
             None => (0, Vec::new()),
         };
+        if let (Some(last), Some(first)) = (tail.last(), new.first())
+            && last.id >= first.id
+        {
+            return Ok(None);
+        }
         df += new.len() as u64;
         tail.extend_from_slice(new);
         // Seal the oldest BLOCK postings while more than BLOCK remain; the head keeps the rest.
@@ -195,7 +205,7 @@ fn writes_over(
         }
         out.push((head_key, encode_postings(Some(df), &tail[start..])));
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// What the index holds: documents below these ids, per kind.
@@ -469,12 +479,17 @@ impl Store {
         let meta = meta_key(id);
         let mut batch = crate::backend::Batch::default();
         // An index with no watermarks, or of another layout, is (re)built from nothing.
-        let (from, fresh) = match tree.get(&meta)? {
-            Some(v) => match decode_meta(&meta, &v)? {
+        let stored = tree.get(&meta)?;
+        let (from, fresh) = match &stored {
+            Some(v) => match decode_meta(&meta, v)? {
                 Some(marks) => (marks, false),
                 None => {
                     for item in tree.scan_prefix(keys::prefix(id)) {
-                        batch.remove(item?.0);
+                        let key = item?.0;
+                        // The watermarks are swapped for new ones, not removed.
+                        if key[..] != meta[..] {
+                            batch.remove(key);
+                        }
                     }
                     (Watermarks::default(), true)
                 }
@@ -500,12 +515,23 @@ impl Store {
         } else {
             writes_over(|key| tree.get(key), id, &docs)?
         };
+        let Some(writes) = writes else {
+            tracing::debug!(agent = %id, "search index caught up by another writer first");
+            return Ok(());
+        };
         for (key, value) in writes {
             batch.insert(key, value);
         }
-        batch.insert(meta, encode_meta(to));
-        tree.apply_batch(batch)?;
-        tracing::debug!(agent = %id, from = ?from, to = ?to, "search index caught up");
+        // Only if the watermarks are still the ones read: on a cluster any node may catch an
+        // agent's index up, and two that read the same watermarks (and term heads) must not
+        // both add the same documents. The one that loses leaves the index to the winner.
+        let swapped =
+            tree.apply_batch_swapping(&meta, stored.as_deref(), &encode_meta(to), batch)?;
+        if swapped {
+            tracing::debug!(agent = %id, from = ?from, to = ?to, "search index caught up");
+        } else {
+            tracing::debug!(agent = %id, "search index caught up by another writer first");
+        }
         Ok(())
     }
 
@@ -728,8 +754,10 @@ impl Store {
             None => Watermarks::default(),
         };
         let docs = self.documents_between(id, Watermarks::default(), marks)?;
-        let mut expected: BTreeMap<Vec<u8>, Vec<u8>> =
-            writes_over(|_| Ok(None), id, &docs)?.into_iter().collect();
+        let mut expected: BTreeMap<Vec<u8>, Vec<u8>> = writes_over(|_| Ok(None), id, &docs)?
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let mut differences: Vec<String> = Vec::new();
         for item in tree.scan_prefix(keys::prefix(id)) {
             let (key, value) = item?;

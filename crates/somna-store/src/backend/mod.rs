@@ -179,6 +179,45 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// Applies `batch` and sets `key` from `old` (`None`: absent) to `new`, atomically, if `key`
+    /// still holds `old`; `Ok(false)`, with nothing written, when another writer changed it first.
+    /// Derived data that any node may bring up to date (the search index) is written this way:
+    /// two writers racing from the same watermark cannot both commit.
+    pub(crate) fn apply_batch_swapping(
+        &self,
+        key: &[u8],
+        old: Option<&[u8]>,
+        new: &[u8],
+        batch: Batch,
+    ) -> Result<bool> {
+        match self {
+            Tree::Sled(t) => {
+                use ::sled::transaction::{ConflictableTransactionError, TransactionError};
+                let outcome = t.transaction(|tx| {
+                    if tx.get(key)?.as_deref() != old {
+                        return Err(ConflictableTransactionError::Abort(()));
+                    }
+                    for (k, v) in &batch.ops {
+                        match v {
+                            Some(v) => tx.insert(k.as_slice(), v.as_slice())?,
+                            None => tx.remove(k.as_slice())?,
+                        };
+                    }
+                    tx.insert(key, new)?;
+                    Ok(())
+                });
+                match outcome {
+                    Ok(()) => Ok(true),
+                    Err(TransactionError::Abort(())) => Ok(false),
+                    Err(TransactionError::Storage(e)) => Err(e.into()),
+                }
+            }
+            Tree::Postgres(t) => t.apply_batch_swapping(key, old, new, batch),
+        }
+    }
+}
+
 /// Unconditional writes to one tree, applied together by [`Tree::apply_batch`].
 #[derive(Default)]
 pub(crate) struct Batch {

@@ -578,3 +578,61 @@ fn a_node_keeps_writing_after_its_sessions_are_terminated() {
     assert_eq!(renewed, vec![(shard, e)]);
     assert!(a.check_invariants(&id).unwrap().is_ok());
 }
+
+/// Any node may bring an agent's search index up to its content (a search on a node that does not
+/// own the agent does), so two nodes may do it at once, from the same watermarks: only one of
+/// them commits (the watermarks are swapped, not overwritten), or the documents between would be
+/// indexed twice. Node b searches in a loop while node a, the owner, archives in rounds and
+/// searches too; afterwards the index is exactly what indexing the content writes
+/// (`check_invariants` compares them) and b finds every round.
+#[test]
+fn nodes_racing_to_catch_the_index_up_leave_it_exact() {
+    let Some(url) = pg_url() else { return };
+    let (_guard, a, b, id, _, _) = a_owns_npc(&url, "index_race");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for (node, query) in [(&a, "lantern"), (&b, "lantern"), (&b, "round")] {
+            let (stop, id) = (&stop, &id);
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    node.search_archive(id, query, 5).unwrap();
+                }
+            });
+        }
+        for round in 0..12 {
+            let said: Vec<Message> = (0..6)
+                .map(|i| Message::user(format!("round {round} line {i}: the lantern by the mill")))
+                .collect();
+            a.append_batch(&id, said, NOW).unwrap();
+            let originals: Vec<Message> = a
+                .history(&id)
+                .unwrap()
+                .into_iter()
+                .filter(|m| m.is_normal())
+                .collect();
+            let covered = &originals[..originals.len() - 2];
+            let outcome = a
+                .commit_compaction(&id, &commit_for(covered, &format!("round {round}"), NOW))
+                .unwrap();
+            assert!(
+                matches!(outcome, somna_store::CommitOutcome::Committed { .. }),
+                "{outcome:?}"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let report = b.check_invariants(&id).unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    for round in 0..11 {
+        let hits = b
+            .search_archive(&id, &format!("round {round} line 0"), 50)
+            .unwrap();
+        assert!(
+            hits.iter()
+                .any(|h| h.message.content
+                    == format!("round {round} line 0: the lantern by the mill")),
+            "round {round}: {:?}",
+            hits.iter().map(|h| &h.message.content).collect::<Vec<_>>()
+        );
+    }
+}

@@ -954,6 +954,41 @@ impl PgTree {
     }
 }
 
+impl PgTree {
+    /// `batch` and `key` set from `old` to `new` in one transaction, if `key` still holds `old`
+    /// (see `Tree::apply_batch_swapping`): a `Take` of the old value (or nothing), a `Create` of
+    /// the new one, then the batch; a conflict rolls it all back.
+    pub(crate) fn apply_batch_swapping(
+        &self,
+        key: &[u8],
+        old: Option<&[u8]>,
+        new: &[u8],
+        batch: super::Batch,
+    ) -> Result<bool> {
+        let write = |kind, value: Option<&[u8]>, key: &[u8]| PgWrite {
+            table: self.table,
+            key: Bytes::from(key.to_vec()),
+            kind,
+            value: value.map(|v| Bytes::from(v.to_vec())),
+            seq: 0,
+        };
+        let mut writes = Vec::with_capacity(batch.ops.len() + 2);
+        if let Some(old) = old {
+            writes.push(write(Kind::Take, Some(old), key));
+        }
+        writes.push(write(Kind::Create, Some(new), key));
+        for (k, v) in &batch.ops {
+            let kind = if v.is_some() { Kind::Put } else { Kind::Delete };
+            writes.push(write(kind, v.as_deref(), k));
+        }
+        match self.shared.run_writes(writes, None)? {
+            Ok(()) => Ok(true),
+            Err(Refusal::Conflict(_)) => Ok(false),
+            Err(Refusal::Fenced) => Err(pg_error("a batch without a fence was fenced", None)),
+        }
+    }
+}
+
 /// The smallest key above every key starting with `prefix`; `None` when there is none (the prefix
 /// is empty or all 0xff).
 fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
