@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod options;
 mod query;
+mod replay;
 mod routes;
 pub mod server;
 mod sse;

@@ -4,11 +4,14 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::middleware::{NormalizePath, from_fn};
 use actix_web::{App, HttpServer, web};
 use somna_runtime::{Runtime, Stamped};
+
+use crate::replay::{REPLAY_EVENTS, Replay};
 use tokio::sync::{broadcast, watch};
 
 use crate::auth;
@@ -33,6 +36,8 @@ pub(crate) struct AppState {
     pub(crate) sse_keep_alive: Duration,
     /// Turns true when the server shuts down (SSE streams end).
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// The live stream's ids and its newest events, for clients that reconnect.
+    pub(crate) replay: Arc<Replay>,
 }
 
 /// A bound, not yet running, API server. [`Server::local_addr`] tells where it listens (useful with
@@ -43,6 +48,7 @@ pub struct Server {
     stop_streams: watch::Sender<bool>,
     events: broadcast::Receiver<Stamped>,
     metrics: Metrics,
+    replay: Arc<Replay>,
 }
 
 impl std::fmt::Debug for Server {
@@ -65,8 +71,13 @@ impl Server {
         let listener = std::net::TcpListener::bind(options.bind).map_err(io)?;
         let addr = listener.local_addr().map_err(io)?;
         let (stop_streams, shutdown) = watch::channel(false);
-        // Subscribe before serving so that the metrics count every event from now on.
+        // Subscribe before serving so that the metrics count every event from now on, and the
+        // live stream numbers it.
         let events = runtime.subscribe();
+        let boot = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let replay = Arc::new(Replay::new(format!("{boot:x}"), REPLAY_EVENTS));
         let state = web::Data::new(AppState {
             runtime,
             metrics: options.metrics.clone(),
@@ -77,6 +88,7 @@ impl Server {
             },
             sse_keep_alive: options.sse_keep_alive,
             shutdown,
+            replay: replay.clone(),
         });
         let server = HttpServer::new(move || {
             App::new()
@@ -99,6 +111,7 @@ impl Server {
             stop_streams,
             events,
             metrics: options.metrics,
+            replay,
         })
     }
 
@@ -116,9 +129,10 @@ impl Server {
             stop_streams,
             events,
             metrics,
+            replay,
         } = self;
         let handle = server.handle();
-        let counting = actix_web::rt::spawn(count_events(events, metrics));
+        let counting = actix_web::rt::spawn(record_events(events, metrics, replay));
         tokio::pin!(server, shutdown);
         let ended = tokio::select! {
             result = &mut server => Some(result),
@@ -141,12 +155,23 @@ impl Server {
     }
 }
 
-/// Feeds every runtime event to the metrics until the runtime's event bus closes.
-async fn count_events(mut events: broadcast::Receiver<Stamped>, metrics: Metrics) {
+/// Feeds every runtime event to the metrics and to the live stream (which numbers and keeps it)
+/// until the runtime's event bus closes.
+async fn record_events(
+    mut events: broadcast::Receiver<Stamped>,
+    metrics: Metrics,
+    replay: Arc<Replay>,
+) {
     loop {
         match events.recv().await {
-            Ok(stamped) => metrics.observe_event(&stamped.event),
-            Err(broadcast::error::RecvError::Lagged(n)) => metrics.missed_events(false, n),
+            Ok(stamped) => {
+                metrics.observe_event(&stamped.event);
+                replay.record(stamped);
+            }
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                metrics.missed_events(false, n);
+                replay.lost(n);
+            }
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }

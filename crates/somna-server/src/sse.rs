@@ -1,9 +1,11 @@
 //! The Server-Sent Events stream of runtime events (`GET /v1/events`).
 //!
-//! Wire format: the stream opens with the comment `: connected`; then every event is one
-//! `data: <json>` line and a blank line, the JSON being the runtime's `Stamped` event (`{"at": ms,
-//! "type": "...", ...}`). A `: keep-alive` comment goes out when nothing else did for the keep-alive
-//! period. A subscriber that falls behind the runtime's event buffer gets
+//! Wire format: the stream opens with the comment `: connected`; then every event is an
+//! `id: BOOT.N` line, one `data: <json>` line and a blank line, the JSON being the runtime's
+//! `Stamped` event (`{"at": ms, "type": "...", ...}`). A client that reconnects with
+//! `Last-Event-ID` gets what it missed first (see `replay`): after a restart of the server the
+//! stream first says `data: {"type":"server_restarted"}`. A `: keep-alive` comment goes out when
+//! nothing else did for the keep-alive period. A subscriber that falls behind gets
 //! `data: {"type":"lagged","missed":N}` and the stream goes on with the newest events; it is never
 //! dropped for lagging. The stream ends when the server shuts down.
 
@@ -19,6 +21,7 @@ use somna_store::{LoggedEvent, Store};
 use tokio::sync::{broadcast, watch};
 
 use crate::metrics::{Metrics, SseClientGuard};
+use crate::replay::{Entry, Resume};
 
 /// Which events a subscriber wants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,7 +47,12 @@ pub(crate) const CONNECTED: &str = ": connected\n\n";
 pub(crate) const KEEP_ALIVE: &str = ": keep-alive\n\n";
 
 struct State {
-    rx: broadcast::Receiver<Stamped>,
+    rx: broadcast::Receiver<Entry>,
+    /// What a reconnecting client missed, then a `server_restarted` notice first when it was
+    /// another process's stream.
+    backlog: VecDeque<Entry>,
+    restarted: bool,
+    boot: String,
     filter: EventFilter,
     keep_alive: tokio::time::Interval,
     shutdown: watch::Receiver<bool>,
@@ -52,6 +60,42 @@ struct State {
     started: bool,
     _client: SseClientGuard,
 }
+
+impl State {
+    /// The frame of `entry`, or `None` when the filter leaves it out.
+    fn frame(&self, entry: &Entry) -> Option<Bytes> {
+        match entry {
+            Entry::Event(n, stamped) => {
+                if !self.filter.admits(stamped) {
+                    return None;
+                }
+                match serde_json::to_string(&**stamped) {
+                    Ok(json) => Some(Bytes::from(format!(
+                        "id: {}.{n}\ndata: {json}\n\n",
+                        self.boot
+                    ))),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot serialize an event for SSE");
+                        None
+                    }
+                }
+            }
+            Entry::Lost(missed) => {
+                self.metrics.missed_events(true, *missed);
+                Some(lagged(*missed))
+            }
+        }
+    }
+}
+
+fn lagged(missed: u64) -> Bytes {
+    Bytes::from(format!(
+        "data: {{\"type\":\"lagged\",\"missed\":{missed}}}\n\n"
+    ))
+}
+
+/// The notice that the `Last-Event-ID` was another process's (see `replay`).
+pub(crate) const RESTARTED: &str = "data: {\"type\":\"server_restarted\"}\n\n";
 
 /// A timer that first fires one `period` from now (at least 10 ms), then every period; missed
 /// ticks are delayed, not bunched.
@@ -62,17 +106,22 @@ fn every(period: Duration) -> tokio::time::Interval {
     interval
 }
 
-/// The SSE body for one subscriber: its events as they come, keep-alives, `lagged` notices; it ends
-/// when `shutdown` turns true (or the runtime's event bus closes).
+/// The SSE body for one subscriber: what it missed (`resume`), then its events as they come,
+/// keep-alives, `lagged` notices; it ends when `shutdown` turns true (or the event bus closes).
+/// `boot` names this process in the events' ids.
 pub(crate) fn event_stream(
-    rx: broadcast::Receiver<Stamped>,
+    resume: Resume,
+    boot: String,
     filter: EventFilter,
     keep_alive: Duration,
     shutdown: watch::Receiver<bool>,
     metrics: Metrics,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + 'static {
     let state = State {
-        rx,
+        rx: resume.rx,
+        backlog: resume.backlog.into(),
+        restarted: resume.restarted,
+        boot,
         filter,
         keep_alive: every(keep_alive),
         shutdown,
@@ -88,6 +137,16 @@ pub(crate) fn event_stream(
         if *s.shutdown.borrow() {
             return None;
         }
+        if s.restarted {
+            s.restarted = false;
+            return Some((Ok(Bytes::from_static(RESTARTED.as_bytes())), s));
+        }
+        while let Some(entry) = s.backlog.pop_front() {
+            if let Some(frame) = s.frame(&entry) {
+                s.keep_alive.reset();
+                return Some((Ok(frame), s));
+            }
+        }
         loop {
             tokio::select! {
                 biased;
@@ -97,25 +156,16 @@ pub(crate) fn event_stream(
                     }
                 }
                 received = s.rx.recv() => match received {
-                    Ok(stamped) => {
-                        if !s.filter.admits(&stamped) {
-                            continue;
-                        }
-                        match serde_json::to_string(&stamped) {
-                            Ok(json) => {
-                                s.keep_alive.reset();
-                                return Some((Ok(Bytes::from(format!("data: {json}\n\n"))), s));
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "cannot serialize an event for SSE");
-                            }
+                    Ok(entry) => {
+                        if let Some(frame) = s.frame(&entry) {
+                            s.keep_alive.reset();
+                            return Some((Ok(frame), s));
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         s.metrics.missed_events(true, missed);
                         s.keep_alive.reset();
-                        let line = format!("data: {{\"type\":\"lagged\",\"missed\":{missed}}}\n\n");
-                        return Some((Ok(Bytes::from(line)), s));
+                        return Some((Ok(lagged(missed)), s));
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
@@ -265,6 +315,7 @@ mod tests {
     use somna_runtime::Event;
 
     use super::*;
+    use crate::replay::Replay;
 
     fn stamped(agent: &str, text: &str) -> Stamped {
         Stamped {
@@ -287,7 +338,7 @@ mod tests {
 
     #[tokio::test]
     async fn filters_lags_and_ends_at_shutdown() {
-        let (tx, rx) = broadcast::channel(16);
+        let replay = Replay::new("b".into(), 16);
         let (stop, stopped) = watch::channel(false);
         let metrics = Metrics::new();
         let filter = EventFilter {
@@ -295,7 +346,8 @@ mod tests {
             types: vec![],
         };
         let mut s = Box::pin(event_stream(
-            rx,
+            replay.subscribe(None).unwrap(),
+            "b".into(),
             filter,
             Duration::from_secs(3600),
             stopped,
@@ -304,11 +356,10 @@ mod tests {
         assert_eq!(next_text(&mut s).await, CONNECTED);
         // 20 events into a buffer of 16: the oldest 4 are lost.
         for i in 0..20 {
-            tx.send(stamped(
+            replay.record(stamped(
                 if i % 2 == 0 { "smith" } else { "bard" },
                 &format!("r{i}"),
-            ))
-            .unwrap();
+            ));
         }
         assert_eq!(
             next_text(&mut s).await,
@@ -318,7 +369,7 @@ mod tests {
         let first = next_text(&mut s).await;
         assert_eq!(
             first,
-            "data: {\"at\":1000,\"type\":\"agent_replied\",\"agent\":\"smith\",\"seq\":3,\"text\":\"r4\"}\n\n"
+            "id: b.5\ndata: {\"at\":1000,\"type\":\"agent_replied\",\"agent\":\"smith\",\"seq\":3,\"text\":\"r4\"}\n\n"
         );
         for i in [6, 8, 10, 12, 14, 16, 18] {
             assert!(next_text(&mut s).await.contains(&format!("\"r{i}\"")));
@@ -331,10 +382,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn keep_alive_when_idle() {
-        let (_tx, rx) = broadcast::channel::<Stamped>(16);
+        let replay = Replay::new("b".into(), 16);
         let (_stop, stopped) = watch::channel(false);
         let mut s = Box::pin(event_stream(
-            rx,
+            replay.subscribe(None).unwrap(),
+            "b".into(),
             EventFilter::default(),
             Duration::from_secs(15),
             stopped,
@@ -348,32 +400,69 @@ mod tests {
 
     #[tokio::test]
     async fn type_filter() {
-        let (tx, rx) = broadcast::channel(16);
+        let replay = Replay::new("b".into(), 16);
         let (_stop, stopped) = watch::channel(false);
         let filter = EventFilter {
             agent: None,
             types: vec!["sleep_started".into()],
         };
         let mut s = Box::pin(event_stream(
-            rx,
+            replay.subscribe(None).unwrap(),
+            "b".into(),
             filter,
             Duration::from_secs(3600),
             stopped,
             Metrics::new(),
         ));
         assert_eq!(next_text(&mut s).await, CONNECTED);
-        tx.send(stamped("smith", "ignored")).unwrap();
-        tx.send(Stamped {
+        replay.record(stamped("smith", "ignored"));
+        replay.record(Stamped {
             at: Timestamp(5),
             event: Event::SleepStarted {
                 agent: AgentId::new("bard").unwrap(),
                 tired: false,
             },
-        })
-        .unwrap();
+        });
         assert_eq!(
             next_text(&mut s).await,
-            "data: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
+            "id: b.2\ndata: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
         );
+    }
+
+    #[tokio::test]
+    async fn a_reconnecting_client_gets_what_it_missed_then_the_live_events() {
+        let replay = Replay::new("b".into(), 16);
+        let (_stop, stopped) = watch::channel(false);
+        for i in 0..3 {
+            replay.record(stamped("smith", &format!("r{i}")));
+        }
+        let open = |last: &str| {
+            Box::pin(event_stream(
+                replay.subscribe(Some(last)).unwrap(),
+                "b".into(),
+                EventFilter::default(),
+                Duration::from_secs(3600),
+                stopped.clone(),
+                Metrics::new(),
+            ))
+        };
+        // Of this boot: after its last id, without a notice.
+        let mut s = open("b.1");
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        assert!(next_text(&mut s).await.starts_with("id: b.2\n"));
+        assert!(next_text(&mut s).await.starts_with("id: b.3\n"));
+        replay.record(stamped("smith", "live"));
+        let live = next_text(&mut s).await;
+        assert!(
+            live.starts_with("id: b.4\n") && live.contains("\"live\""),
+            "{live}"
+        );
+        // Of another boot: the notice, then every event of this one.
+        let mut s = open("a.99");
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        assert_eq!(next_text(&mut s).await, RESTARTED);
+        for n in 1..=4 {
+            assert!(next_text(&mut s).await.starts_with(&format!("id: b.{n}\n")));
+        }
     }
 }

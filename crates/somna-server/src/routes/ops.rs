@@ -104,18 +104,22 @@ pub(crate) async fn openapi(req: HttpRequest) -> Reply {
     tag = "events",
     summary = "The event stream (SSE)",
     description = "A Server-Sent Events stream of the runtime's events: it opens with the comment \
-`: connected`, then each event is one `data:` line holding a JSON object with a `type` (see \
-docs/api.md for the types and their fields); idle streams get a `: keep-alive` comment. It ends \
+`: connected`, then each event is an `id: BOOT.N` line and one `data:` line holding a JSON object \
+with a `type` (see docs/api.md for the types and their fields); idle streams get a `: keep-alive` \
+comment. A client that reconnects with `Last-Event-ID` first gets the events it missed (of the \
+newest 4,096); when the id is another server process's (a restart, another node), the stream says \
+`{\"type\":\"server_restarted\"}` and replays every event of this process it still holds. It ends \
 when the server shuts down.",
     params(
         ("agent" = Option<AgentId>, Query, description = "Only this agent's events"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event (the last `id:` the client saw)"),
         ("types" = Option<String>, Query, description = "Only these event types, comma-separated \
 (`agent_replied,tool_call_requested`); a name that is not an event type is a 400", example = "agent_replied,tool_call_requested"),
     ),
     responses(
         (status = 200, description = "The stream", body = String, content_type = "text/event-stream"),
-        (status = 400, description = "`bad_request`: an unknown parameter or event type; \
-`invalid_agent_id`: `agent` is not an agent id", body = ErrorBody),
+        (status = 400, description = "`bad_request`: an unknown parameter or event type, a \
+`Last-Event-ID` that is not `BOOT.N`; `invalid_agent_id`: `agent` is not an agent id", body = ErrorBody),
         (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
         (status = 503, description = "`shutting_down`: the server is shutting down", body = ErrorBody),
     ),
@@ -150,8 +154,19 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
             "the server is shutting down",
         ));
     }
+    let last_event_id = match req.headers().get("last-event-id") {
+        Some(value) => Some(value.to_str().map_err(|_| {
+            ApiError::bad_param("Last-Event-ID", "the header is not visible ASCII")
+        })?),
+        None => None,
+    };
+    let resume = state
+        .replay
+        .subscribe(last_event_id)
+        .map_err(|e| ApiError::bad_param("Last-Event-ID", e.to_string()))?;
     let stream = event_stream(
-        state.runtime.subscribe(),
+        resume,
+        state.replay.boot().to_string(),
         EventFilter { agent, types },
         state.sse_keep_alive,
         state.shutdown.clone(),
