@@ -329,3 +329,92 @@ fn the_crash_check_catches_a_server_that_acknowledges_before_the_flush() {
         }
     }
 }
+
+/// `POST {url}{path}` with a JSON `body` and no keep-alive: the status and the answer's JSON.
+fn post_json(url: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let answer = reqwest::blocking::Client::new()
+        .post(format!("{url}{path}"))
+        .header("Content-Type", "application/json")
+        .header("Connection", "close")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().unwrap_or(serde_json::Value::Null))
+}
+
+/// A command's answer is an acknowledgement too: a forced compaction, then (after a restart) a
+/// sleep the server answered survive a SIGKILL right after the answer, though nothing flushes on a
+/// timer (an hour) — their answers waited for the flush, as an input's does. (Before, they were
+/// answered from memory: a client saw a compaction `done` that a kill then undid, and its event's
+/// seq reused. With the wait taken out of `Runtime::sleep` this test fails; the compaction half
+/// happened to survive without its wait in three runs here, its writes flushed by sled anyway.)
+#[test]
+fn answered_compactions_and_sleeps_survive_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let server = Server {
+        durable_acks: true,
+        flush_every: "1h",
+    };
+    let smith = AgentId::new("smith").unwrap();
+    // `path` answered as the command's `done`, retried while the agent is busy (409).
+    let command = |url: &str, path: &str, body: &str, done: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, answer) = post_json(url, path, body);
+            if status == 200 && done(&answer) {
+                return answer;
+            }
+            assert!(status == 409 || status == 200, "{path}: {status} {answer}");
+            assert!(Instant::now() < deadline, "{path}: {status} {answer}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let event_kinds = |store: &Store| -> Vec<String> {
+        store
+            .events(&smith, 100)
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::to_value(&e.event).unwrap()["type"].to_string())
+            .collect()
+    };
+
+    let mut served = start(dir, server);
+    let addr = served.url.trim_start_matches("http://").to_string();
+    for i in 0..12 {
+        let line = format!("input r0-{i}: the mill wheel needs a new iron band, {i} of them");
+        assert_eq!(post_input(&addr, &line), Some(true));
+    }
+    let compacted = command(
+        &served.url,
+        "/v1/agents/smith/compact",
+        r#"{"force": true}"#,
+        &|a| a["outcome"] == "done",
+    );
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    let summary_seq = compacted["summary_seq"].as_u64().unwrap();
+    {
+        let store = Store::open(dir.join("db"), StoreOptions::default()).unwrap();
+        let history = store.history(&smith).unwrap();
+        assert!(
+            history
+                .iter()
+                .any(|m| m.seq == summary_seq && !m.is_normal()),
+            "the answered compaction's summary #{summary_seq} is gone"
+        );
+        assert!(event_kinds(&store).iter().any(|k| k == "\"compaction\""));
+        assert!(store.check_invariants(&smith).unwrap().is_ok());
+    }
+
+    let mut served = start(dir, server);
+    command(&served.url, "/v1/agents/smith/sleep", "", &|_| true);
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    let store = Store::open(dir.join("db"), StoreOptions::default()).unwrap();
+    let kinds = event_kinds(&store);
+    assert!(kinds.iter().any(|k| k == "\"sleep\""), "{kinds:?}");
+    assert!(store.check_invariants(&smith).unwrap().is_ok());
+}

@@ -378,7 +378,7 @@ impl Runtime {
         }
         self.forget(id);
         self.inner.store.retire(id)?;
-        Ok(())
+        self.durable_ack().await
     }
 
     /// Puts input for an agent hosted by another node of the cluster into the inbox.
@@ -462,10 +462,7 @@ impl Runtime {
         self.ask(id, actor::Input(input))
             .await?
             .map_err(|e| RuntimeError::Input(id.clone(), e))?;
-        if self.inner.config.store.durable_acks {
-            self.inner.store.durable().await?;
-        }
-        Ok(())
+        self.durable_ack().await
     }
 
     /// Runs one tick of an agent now.
@@ -507,14 +504,32 @@ impl Runtime {
         Ok(status)
     }
 
-    /// Compacts an agent now (`force`: ignore thresholds).
+    /// Compacts an agent now (`force`: ignore thresholds). With `[store] durable_acks`, answers
+    /// once what the compaction wrote is flushed, as an input is acknowledged: an outcome the
+    /// caller saw (its summary seq, its event in the log) survives a kill.
     pub async fn compact(&self, id: &AgentId, force: bool) -> Result<CompactionOutcome> {
-        self.ask(id, actor::Compact { force }).await
+        let outcome = self.ask(id, actor::Compact { force }).await?;
+        self.durable_ack().await?;
+        Ok(outcome)
     }
 
-    /// Puts an agent to sleep now (consolidation, then compaction at the sleep threshold).
+    /// Puts an agent to sleep now (consolidation, then compaction at the sleep threshold);
+    /// answered once flushed, as [`Runtime::compact`].
     pub async fn sleep(&self, id: &AgentId) -> Result<SleepResult> {
-        self.ask(id, actor::Sleep { tired: false }).await
+        let result = self.ask(id, actor::Sleep { tired: false }).await?;
+        self.durable_ack().await?;
+        Ok(result)
+    }
+
+    /// With `[store] durable_acks`, waits until every write done so far is flushed (the store's
+    /// group commit), so that what a command answered survives a kill. The runtime's commands
+    /// wait for it themselves; a host that answers after [`Runtime::create_agent`] (synchronous)
+    /// awaits it too.
+    pub async fn durable_ack(&self) -> Result<()> {
+        if self.inner.config.store.durable_acks {
+            self.inner.store.durable().await?;
+        }
+        Ok(())
     }
 
     /// Sends `msg` to the agent's actor and waits for its answer (`Mailbox` when the actor is
@@ -568,19 +583,23 @@ impl Runtime {
                     return Err(RuntimeError::UnknownAgent(id.clone()));
                 }
                 let now = self.inner.clock.now();
-                return Ok(self.inner.store.uncompact(id, summary_seq, now)?);
+                let outcome = self.inner.store.uncompact(id, summary_seq, now)?;
+                self.durable_ack().await?;
+                return Ok(outcome);
             }
             Err(e) => return Err(e),
         };
-        match addr
+        let outcome = match addr
             .send(actor::Uncompact(summary_seq))
             .await
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
         {
-            Ok(outcome) => Ok(outcome),
-            Err(actor::UncompactError::Busy) => Err(RuntimeError::Busy(id.clone())),
-            Err(actor::UncompactError::Store(e)) => Err(RuntimeError::Store(e)),
-        }
+            Ok(outcome) => outcome,
+            Err(actor::UncompactError::Busy) => return Err(RuntimeError::Busy(id.clone())),
+            Err(actor::UncompactError::Store(e)) => return Err(RuntimeError::Store(e)),
+        };
+        self.durable_ack().await?;
+        Ok(outcome)
     }
 
     /// Changes an agent's config at run time; persisted, so it survives a restart. Applied at
@@ -597,6 +616,7 @@ impl Runtime {
         if retimed {
             self.register_sleeps(id, &addr, sleep_timing(&self.inner.clock, &config), None);
         }
+        self.durable_ack().await?;
         Ok(config)
     }
 

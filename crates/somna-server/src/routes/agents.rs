@@ -188,6 +188,12 @@ pub(crate) async fn create(state: State, req: HttpRequest, payload: web::Payload
             }
             e => runtime_error(&state, &id, e),
         })?;
+    // Created is answered once it survives a kill, as every command is.
+    state
+        .runtime
+        .durable_ack()
+        .await
+        .map_err(|e| runtime_error(&state, &id, e))?;
     let mut response = json(
         StatusCode::CREATED,
         &IdAndConfig {
