@@ -232,7 +232,12 @@ impl fmt::Debug for TokenCounter {
 ///   average over many samples, starting at 1.0), and never by more than [`Self::MAX_STEP`], so a
 ///   run of lying reports needs many turns to move it far, and one odd report barely at all;
 /// - the factor applied is never below 1.0: calibration can raise usage above the local count,
-///   never lower it ([`Self::apply`] ≥ its input), so no server can hide a full window.
+///   never lower it ([`Self::apply`] ≥ its input), so no server can hide a full window;
+/// - above [`Self::TRUSTED`] (what chat templates and tokenizer differences plausibly add on
+///   prose) the factor is applied only once [`Self::CORROBORATION`] reports have fed it: a
+///   server that over-reports from its first answer would otherwise make the agent compact as if
+///   its window were a third of what it is, every few turns. Until then the learned factor is
+///   kept, and shown ([`Self::held_back`]), but [`Self::TRUSTED`] is applied.
 ///
 /// Two numbers are stored (`factor`, `samples`): O(1) in the agent's record.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -302,6 +307,10 @@ impl Calibration {
     pub const MIN_RATIO: f64 = 0.5;
     /// The largest plausible ratio reported/estimated (and the largest factor kept or applied).
     pub const MAX_RATIO: f64 = 3.0;
+    /// The largest factor applied before [`Self::CORROBORATION`] reports have fed it.
+    pub const TRUSTED: f64 = 1.3;
+    /// Accepted reports it takes before a factor above [`Self::TRUSTED`] is applied.
+    pub const CORROBORATION: u32 = 64;
 
     /// Feeds one report: `estimated` is Somna's uncalibrated count of the prompt that was sent,
     /// `reported` the server's `usage.prompt_tokens` for it. Implausible reports are rejected (see
@@ -347,10 +356,21 @@ impl Calibration {
     }
 
     /// The factor [`Self::apply`] uses: the learned one, clamped to 1.0..=[`Self::MAX_RATIO`]
-    /// (a stored factor that is not a finite number counts as 1.0). Never below 1.0: the local
-    /// count is a floor.
+    /// (a stored factor that is not a finite number counts as 1.0), and to [`Self::TRUSTED`]
+    /// while fewer than [`Self::CORROBORATION`] reports fed it. Never below 1.0: the local count
+    /// is a floor.
     pub fn effective_factor(&self) -> f64 {
-        self.learned_factor().clamp(1.0, Self::MAX_RATIO)
+        let factor = self.learned_factor().clamp(1.0, Self::MAX_RATIO);
+        if self.samples < Self::CORROBORATION {
+            factor.min(Self::TRUSTED)
+        } else {
+            factor
+        }
+    }
+
+    /// Whether the learned factor is above what is applied, for want of corroboration.
+    pub fn held_back(&self) -> bool {
+        self.learned_factor() > self.effective_factor()
     }
 
     /// The stored factor, clamped to the plausible range; 1.0 when it is not a finite number.

@@ -110,9 +110,15 @@ mod tests {
     fn the_factor_is_one_for_exact_tokenizers() {
         let cal = Calibration {
             factor: 1.4,
-            samples: 9,
+            samples: Calibration::CORROBORATION,
         };
         assert_eq!(calibration_factor(&TokenCounter::heuristic(), &cal), 1.4);
+        // Above TRUSTED only once corroborated.
+        let early = Calibration { samples: 9, ..cal };
+        assert_eq!(
+            calibration_factor(&TokenCounter::heuristic(), &early),
+            Calibration::TRUSTED
+        );
         assert_eq!(
             calibration_factor(&TokenCounter::for_model("gpt-4o"), &cal),
             1.0

@@ -460,6 +460,25 @@ fn a_server_that_reports_less_than_the_local_count_never_lowers_usage() {
     assert_eq!(cal.apply(7752), 7752);
 }
 
+/// Issue 27: a server that reports three times what it was sent, from its first answer, would have
+/// had its factor applied after 40 reports (0.05 a step), and the agent compact as if its window
+/// were a third; now the applied factor stays at TRUSTED until CORROBORATION reports agree.
+#[test]
+fn an_over_reporting_server_is_believed_past_trusted_only_after_many_reports() {
+    let early = observed(40, 1000, 3000);
+    assert!(early.factor > 2.9, "{}", early.factor);
+    assert_eq!(early.effective_factor(), Calibration::TRUSTED);
+    assert!(early.held_back());
+    assert_eq!(early.apply(1000), 1300);
+    let corroborated = observed(Calibration::CORROBORATION as usize, 1000, 3000);
+    assert!(corroborated.effective_factor() > 2.99, "{corroborated:?}");
+    assert!(!corroborated.held_back());
+    // A plausible factor (chat-template overhead) applies at once, as before.
+    let plausible = observed(10, 1000, 1250);
+    assert!((plausible.effective_factor() - plausible.factor).abs() < 1e-12);
+    assert!(!plausible.held_back());
+}
+
 #[test]
 fn calibration_survives_bad_stored_factors() {
     let nan = Calibration {
@@ -469,9 +488,11 @@ fn calibration_survives_bad_stored_factors() {
     assert_eq!(nan.apply(100), 100);
     let huge = Calibration {
         factor: 1e9,
-        samples: 3,
+        samples: Calibration::CORROBORATION,
     };
     assert_eq!(huge.apply(100), 300);
+    // Before corroboration, at most TRUSTED.
+    assert_eq!(Calibration { samples: 3, ..huge }.apply(100), 130);
     // The floor of issue 10's poisoned records: stored 0.25 now applies as 1.0.
     let poisoned = Calibration {
         factor: 0.25,
@@ -487,7 +508,7 @@ fn calibration_survives_bad_stored_factors() {
 fn calibration_applies_only_to_estimates() {
     let cal = Calibration {
         factor: 1.5,
-        samples: 10,
+        samples: Calibration::CORROBORATION,
     };
     assert_eq!(TokenCounter::heuristic().calibrated(1000, &cal), 1500);
     assert_eq!(

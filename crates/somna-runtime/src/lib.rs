@@ -64,7 +64,7 @@ pub(crate) fn unknown_agent(name: &str) -> somna_store::StoreError {
 }
 
 pub use actor::{SleepResult, UncompactError, UncompactResult};
-pub use agent::{Agent, AgentState, AgentStatus, ChatUsage, Inbound};
+pub use agent::{Agent, AgentState, AgentStatus, CalibrationStatus, ChatUsage, Inbound};
 pub use clock::Clock;
 pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
 pub use events::{Event, EventBus, Stamped};

@@ -289,6 +289,21 @@ class GroundingCounts(Model):
 
 
 @dataclass(frozen=True)
+class CalibrationStatus(Model):
+    """How an agent's usage is calibrated against the LLM server's token counts."""
+
+    _schema = "CalibrationStatus"
+
+    learned: float
+    """The ratio of the server's prompt-token counts to Somna's estimate, from its reports."""
+    applied: float
+    """The factor usage is multiplied by (at most 1.3 until enough reports agree)."""
+    samples: int
+    held_back: bool
+    """``learned`` is above what is applied, for want of corroboration."""
+
+
+@dataclass(frozen=True)
 class PendingTool(Model):
     """A host tool call the agent waits on."""
 
@@ -375,6 +390,7 @@ class AgentStatus(Model):
     """A chat turn ended without the reply it owed (the LLM failed); cleared by the next reply."""
     chat_usage: Optional[ChatUsage] = None
     grounding: Optional[GroundingCounts] = None
+    calibration: Optional[CalibrationStatus] = None
 
 
 @dataclass(frozen=True)

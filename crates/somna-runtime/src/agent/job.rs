@@ -128,6 +128,31 @@ pub enum SleepFailure {
     Embedding(String),
 }
 
+/// What a report changed in the calibration that an operator should hear of: the server's counts
+/// began to run past [`Calibration::TRUSTED`] (held back until corroborated), or they were
+/// corroborated and are applied in full. `None` for anything else.
+fn calibration_news(before: &Calibration, after: &Calibration) -> Option<String> {
+    if after.held_back() && !before.held_back() {
+        return Some(format!(
+            "the LLM server reports {:.2}× the prompt tokens Somna counts; usage is calibrated by at \
+             most {:.1}× until {} reports agree ({} so far)",
+            after.factor,
+            Calibration::TRUSTED,
+            Calibration::CORROBORATION,
+            after.samples
+        ));
+    }
+    if before.held_back() && !after.held_back() && after.effective_factor() > Calibration::TRUSTED {
+        return Some(format!(
+            "{} reports agree that the LLM server counts {:.2}× the prompt tokens Somna counts; \
+             usage is now calibrated by that factor",
+            after.samples,
+            after.effective_factor()
+        ));
+    }
+    None
+}
+
 fn join_failures(failures: &[SleepFailure]) -> String {
     failures
         .iter()
@@ -429,10 +454,17 @@ impl JobContext {
             out.chat_usage.add(response.usage.as_ref());
             if let Some(u) = &response.usage {
                 if !self.counter.is_exact() {
+                    let before = calibration;
                     match calibration.observe(estimate, u64::from(u.prompt_tokens)) {
                         Observation::Accepted { .. } => {
                             out.calibration = Some(calibration);
                             let _ = store.update_calibration(&self.id, calibration);
+                            if let Some(message) = calibration_news(&before, &calibration) {
+                                self.emit(Event::Warning {
+                                    agent: self.id.clone(),
+                                    message,
+                                });
+                            }
                         }
                         Observation::Rejected(why) => {
                             tracing::warn!(agent = %self.id, %why, "ignored the server's usage report");

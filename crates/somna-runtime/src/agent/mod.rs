@@ -23,7 +23,9 @@ pub(crate) mod queue;
 mod sleep;
 
 pub use job::{Job, JobError, JobKind, JobOutcome, SleepFailure};
-pub use protocol::{AgentState, AgentStatus, ChatUsage, Inbound, InboundError, PendingTool};
+pub use protocol::{
+    AgentState, AgentStatus, CalibrationStatus, ChatUsage, Inbound, InboundError, PendingTool,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -687,6 +689,12 @@ impl Agent {
             grounding: record
                 .as_ref()
                 .map_or_else(Default::default, |r| r.grounding),
+            calibration: CalibrationStatus {
+                learned: self.calibration.factor,
+                applied: calibration_factor(&self.counter, &self.calibration),
+                samples: self.calibration.samples,
+                held_back: !self.counter.is_exact() && self.calibration.held_back(),
+            },
         })
     }
 }

@@ -127,6 +127,25 @@ pub struct AgentStatus {
     /// (summary items, extracted and consolidated facts, reflections), since it was created.
     #[serde(default)]
     pub grounding: somna_core::GroundingCounts,
+    /// How usage is calibrated against the LLM server's token counts (tokenizers Somna only
+    /// estimates; docs/llm.md).
+    #[serde(default)]
+    pub calibration: CalibrationStatus,
+}
+
+/// The calibration of an agent's usage, as its status shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CalibrationStatus {
+    /// The ratio of the server's prompt-token counts to Somna's estimate, learned from its reports.
+    pub learned: f64,
+    /// The factor usage is multiplied by: the learned one, at least 1.0, and at most 1.3 until
+    /// enough reports agree (`held_back`); 1.0 for a model Somna counts exactly.
+    pub applied: f64,
+    /// The server's reports that fed `learned`.
+    pub samples: u32,
+    /// `learned` is above what is applied for want of corroboration.
+    pub held_back: bool,
 }
 
 /// Prompt tokens a server reported for chat calls, and how many of them it served from its
