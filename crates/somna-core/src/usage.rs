@@ -59,6 +59,19 @@ impl Usage {
     pub fn fraction(&self) -> f64 {
         self.calibrated as f64 / self.max as f64
     }
+
+    /// Whether this usage calls for an emergency compaction under `compaction`: the one place
+    /// the decision is made ([`over_emergency`]).
+    pub fn is_emergency(&self, compaction: &CompactionConfig) -> bool {
+        over_emergency(self.fraction(), compaction)
+    }
+}
+
+/// Whether usage `fraction` (calibrated, 0–1) is at or over `compaction`'s emergency threshold:
+/// the tick's check, the ladder's goal, the plan's tail, the import's batches and the tired sleep
+/// all ask this, so they cannot disagree on an agent at the threshold.
+pub fn over_emergency(fraction: f64, compaction: &CompactionConfig) -> bool {
+    fraction >= compaction.emergency_threshold
 }
 
 /// The factor usage applies for an agent whose tokens `counter` counts and whose server reports
@@ -104,6 +117,24 @@ mod tests {
             ..c
         };
         assert_eq!(fixed_tokens(&off, 50), 50);
+    }
+
+    #[test]
+    fn the_emergency_begins_at_the_threshold_itself() {
+        let c = CompactionConfig {
+            emergency_threshold: 0.8,
+            ..CompactionConfig::default()
+        };
+        assert!(!over_emergency(0.799, &c));
+        assert!(over_emergency(0.8, &c));
+        // On calibrated usage: 700 local tokens are 770 at 1.1, over 0.75 of 1,000.
+        let u = Usage::new(0, 700, 1.1, 1_000);
+        let c = CompactionConfig {
+            emergency_threshold: 0.75,
+            ..c
+        };
+        assert!(u.is_emergency(&c));
+        assert!(!Usage::new(0, 700, 1.0, 1_000).is_emergency(&c));
     }
 
     #[test]

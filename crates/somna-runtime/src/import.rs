@@ -116,21 +116,21 @@ pub async fn import_jsonl(
             config.compaction.max_context_tokens,
         )
     };
-    let threshold = config.compaction.emergency_threshold;
     let total = messages.len();
     let mut batch: Vec<Message> = Vec::new();
     let mut pending_tokens = 0u64;
     for (done, m) in messages.into_iter().enumerate() {
         pending_tokens += u64::from(m.tokens);
         batch.push(m);
-        let usage = usage_of(store.usage_tokens(agent)? + pending_tokens).fraction();
+        let over =
+            usage_of(store.usage_tokens(agent)? + pending_tokens).is_emergency(&config.compaction);
         let last = done + 1 == total;
-        if usage >= threshold || last || batch.len() >= 1_000 {
+        if over || last || batch.len() >= 1_000 {
             store.append_batch(agent, std::mem::take(&mut batch), now)?;
             pending_tokens = 0;
             progress(done + 1, total);
         }
-        if config.compaction.enabled && usage >= threshold {
+        if config.compaction.enabled && over {
             let outcome = compactor
                 .compact(CompactRequest {
                     agent,

@@ -185,7 +185,7 @@ pub fn plan(req: &PlanRequest<'_>, cfg: &CompactionConfig, counter: &TokenCounte
             )
             .fraction()
         };
-        if projected(groups.cut_backward(tail_start, head_end)) >= cfg.emergency_threshold {
+        if crate::usage::over_emergency(projected(groups.cut_backward(tail_start, head_end)), cfg) {
             let by_ratio = preserve_start(history, cfg, false, cap);
             if by_ratio > tail_start {
                 tail_start = by_ratio;

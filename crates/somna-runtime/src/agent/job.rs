@@ -277,7 +277,7 @@ impl JobContext {
             factor,
             cfg.max_context_tokens,
         );
-        if next.fraction() < cfg.emergency_threshold {
+        if !next.is_emergency(cfg) {
             return false;
         }
         let request = PlanRequest {

@@ -378,7 +378,7 @@ impl Agent {
         match (self.usage(), self.deps.store.usage_tokens(&self.id)) {
             (Ok(usage), Ok(history_tokens)) => {
                 self.gauge.set_usage(usage);
-                usage >= cfg.emergency_threshold && self.stuck_at != Some(history_tokens)
+                usage::over_emergency(usage, cfg) && self.stuck_at != Some(history_tokens)
             }
             _ => true,
         }
@@ -398,7 +398,7 @@ impl Agent {
         let cfg = &self.config.compaction;
         let history_tokens = self.deps.store.usage_tokens(&self.id)?;
         let emergency = cfg.enabled
-            && usage >= cfg.emergency_threshold
+            && usage::over_emergency(usage, cfg)
             && self.stuck_at != Some(history_tokens);
         let wants_step = self.pending_tools.is_empty()
             && (self.needs_reply || !self.observations.is_empty())
@@ -560,7 +560,7 @@ impl Agent {
         let (Ok(usage), Ok(tokens)) = (self.usage(), self.deps.store.usage_tokens(&self.id)) else {
             return;
         };
-        if usage < self.config.compaction.emergency_threshold {
+        if !usage::over_emergency(usage, &self.config.compaction) {
             self.stuck_at = None;
             return;
         }

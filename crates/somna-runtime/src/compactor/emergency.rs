@@ -38,7 +38,7 @@ impl Compactor {
                 cfg.max_context_tokens,
             ))
         };
-        let fits = |usage: Usage| usage.fraction() < cfg.emergency_threshold;
+        let fits = |usage: Usage| !usage.is_emergency(cfg);
         let mut last_report: Option<CompactionReport> = None;
         let mut steps = Vec::new();
 
@@ -216,7 +216,7 @@ impl Compactor {
             cfg.max_context_tokens,
         );
         let (tokens, max, usage) = (measured.calibrated, measured.max, measured.fraction());
-        if usage < cfg.emergency_threshold {
+        if !measured.is_emergency(cfg) {
             return Ok(None);
         }
         let (summaries, kept): (Vec<&Message>, Vec<&Message>) = history

@@ -188,7 +188,7 @@ impl RowLog {
 fn usage_bar(s: &AgentStatus) -> Markup {
     let c = &s.config.compaction;
     let pct = (s.usage * 100.0).clamp(0.0, 100.0);
-    let level = if s.usage >= c.emergency_threshold {
+    let level = if somna_core::usage::over_emergency(s.usage, c) {
         "over-emergency"
     } else if s.usage >= c.sleep_threshold {
         "over-sleep"
