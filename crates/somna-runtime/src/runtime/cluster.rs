@@ -141,45 +141,34 @@ fn round(
         unload_shards(runtime, &lost, section.shards);
     }
 
-    let live: Vec<String> = {
-        let mut names: Vec<String> = view
-            .nodes()?
-            .into_iter()
-            .filter(|n| n.heartbeat_age < section.lease_ttl)
-            .map(|n| n.node)
-            .collect();
-        if !names.iter().any(|n| n == view.node()) {
-            names.push(view.node().to_string());
-        }
-        names
-    };
-    let wanted: BTreeSet<u32> = wanted_shards(view.node(), &live, section.shards)
-        .into_iter()
-        .collect();
+    let live = live_nodes(
+        view.node(),
+        view.nodes()?.into_iter().map(|n| (n.node, n.heartbeat_age)),
+        section.lease_ttl,
+    );
+    let plan = RoundPlan::decide(
+        view.node(),
+        &live,
+        &held,
+        section.shards,
+        loader.is_idle(),
+        section.acquire_per_round,
+    );
 
     // Give back what another node wins now, after its agents have drained (one pass over the
     // hosted agents for all of them).
-    let unwanted: BTreeSet<u32> = held.difference(&wanted).copied().collect();
-    unload_shards(runtime, &unwanted, section.shards);
-    for &shard in &unwanted {
+    unload_shards(runtime, &plan.release, section.shards);
+    for &shard in &plan.release {
         if view.release(shard)? {
             released += 1;
         }
     }
 
     // Take what this node wins and nobody holds, a bounded number per round.
-    let missing: Vec<u32> = wanted.difference(&held).copied().collect();
-    // The next shards once the agents of the last ones are running: the quota bounds what a node
-    // loads at once.
-    let quota = if loader.is_idle() {
-        section.acquire_per_round as usize
-    } else {
-        0
-    };
     let mut candidates: Option<HashMap<u32, Vec<AgentConfig>>> = None;
     let mut starting = Vec::new();
-    for &shard in &missing {
-        if acquired >= quota {
+    for &shard in &plan.missing {
+        if acquired >= plan.quota {
             break;
         }
         if view.acquire(shard, section.lease_ttl)?.is_none() {
@@ -201,7 +190,68 @@ fn round(
         nodes = live.len(),
         "cluster round"
     );
-    Ok(acquired >= quota && missing.len() > acquired)
+    Ok(plan.more_after(acquired))
+}
+
+/// The nodes a round counts as alive: those whose heartbeat is younger than a lease (`nodes`:
+/// name and heartbeat age), and always `me`.
+fn live_nodes(
+    me: &str,
+    nodes: impl IntoIterator<Item = (String, Duration)>,
+    lease_ttl: Duration,
+) -> Vec<String> {
+    let mut names: Vec<String> = nodes
+        .into_iter()
+        .filter(|(_, age)| *age < lease_ttl)
+        .map(|(name, _)| name)
+        .collect();
+    if !names.iter().any(|n| n == me) {
+        names.push(me.to_string());
+    }
+    names
+}
+
+/// What one membership round does with the shards, decided from what it read (no database):
+/// which held shards to give back (another live node wins them now), which missing ones to try to
+/// take, and how many it may take this round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RoundPlan {
+    /// Held shards another live node wins: unloaded, then released.
+    release: BTreeSet<u32>,
+    /// Shards this node wins and does not hold, in order: tried until `quota` are acquired.
+    missing: Vec<u32>,
+    /// How many shards it may acquire this round: `acquire_per_round`, or none while the loader
+    /// still starts the agents of earlier ones (the quota bounds what a node loads at once).
+    quota: usize,
+}
+
+impl RoundPlan {
+    /// The plan of `node` among the `live` nodes holding `held` of `shards` shards.
+    fn decide(
+        node: &str,
+        live: &[String],
+        held: &BTreeSet<u32>,
+        shards: u32,
+        loader_idle: bool,
+        acquire_per_round: u32,
+    ) -> RoundPlan {
+        let wanted: BTreeSet<u32> = wanted_shards(node, live, shards).into_iter().collect();
+        RoundPlan {
+            release: held.difference(&wanted).copied().collect(),
+            missing: wanted.difference(held).copied().collect(),
+            quota: if loader_idle {
+                acquire_per_round as usize
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Whether another round should follow soon after this one acquired `acquired`: its quota
+    /// was used up and shards it wins are still missing.
+    fn more_after(&self, acquired: usize) -> bool {
+        acquired >= self.quota && self.missing.len() > acquired
+    }
 }
 
 /// Starts the agents of acquired shards on a thread of its own, so the membership thread keeps
@@ -582,4 +632,64 @@ fn deliver(runtime: &Runtime) -> Result<usize, somna_store::StoreError> {
         }
     }
     Ok(delivered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_lone_node_takes_every_shard_a_quota_at_a_time() {
+        let plan = RoundPlan::decide("a", &names(&["a"]), &BTreeSet::new(), 8, true, 3);
+        assert!(plan.release.is_empty());
+        assert_eq!(plan.missing, (0..8).collect::<Vec<_>>());
+        assert_eq!(plan.quota, 3);
+        assert!(plan.more_after(3), "five still missing: another round soon");
+        assert!(!plan.more_after(8));
+        // While the loader still starts earlier agents, nothing is taken, and more is wanted.
+        let busy = RoundPlan::decide("a", &names(&["a"]), &BTreeSet::new(), 8, false, 3);
+        assert_eq!(busy.quota, 0);
+        assert!(busy.more_after(0));
+    }
+
+    #[test]
+    fn a_node_gives_back_what_a_newcomer_wins_and_keeps_the_rest() {
+        let all: BTreeSet<u32> = (0..64).collect();
+        let plan = RoundPlan::decide("a", &names(&["a", "b"]), &all, 64, true, 8);
+        let b_wins: BTreeSet<u32> = wanted_shards("b", &names(&["a", "b"]), 64)
+            .into_iter()
+            .collect();
+        assert_eq!(plan.release, b_wins);
+        assert!(plan.missing.is_empty());
+        assert!(!plan.release.is_empty() && plan.release.len() < 64);
+        // And b, holding nothing, wants exactly those.
+        let b = RoundPlan::decide("b", &names(&["a", "b"]), &BTreeSet::new(), 64, true, 64);
+        assert_eq!(b.missing.iter().copied().collect::<BTreeSet<_>>(), b_wins);
+    }
+
+    #[test]
+    fn the_shards_of_a_node_whose_heartbeat_is_older_than_a_lease_go_to_the_survivors() {
+        let ttl = Duration::from_secs(6);
+        let live = live_nodes(
+            "a",
+            [
+                ("a".to_string(), Duration::from_secs(1)),
+                ("b".to_string(), Duration::from_secs(7)),
+            ],
+            ttl,
+        );
+        assert_eq!(live, names(&["a"]));
+        // A node that has not written its first heartbeat yet counts itself.
+        assert_eq!(live_nodes("c", [], ttl), names(&["c"]));
+        let mine: BTreeSet<u32> = wanted_shards("a", &names(&["a", "b"]), 16)
+            .into_iter()
+            .collect();
+        let plan = RoundPlan::decide("a", &live, &mine, 16, true, 16);
+        assert!(plan.release.is_empty());
+        assert_eq!(plan.missing.len(), 16 - mine.len(), "b's shards too");
+    }
 }
