@@ -76,9 +76,18 @@ pub(crate) fn undoable(events: &[LoggedEvent]) -> Option<u64> {
     standing.last().map(|(seq, _)| *seq)
 }
 
-/// The marks and the usage line of an agent's log (oldest first), `window` tokens wide.
-pub(crate) fn marks(events: &[LoggedEvent], window: u64) -> Vec<Marked> {
-    let frac = |tokens: u64| tokens as f64 / window.max(1) as f64;
+/// The marks and the usage line of an agent's log (oldest first), `window` tokens wide. The
+/// logged token counts are local
+/// counts; they are calibrated by `factor` (the agent's applied factor now: a record does not keep
+/// the one of its time), so that the line is on the scale of the current usage and the
+/// thresholds, which are calibrated.
+pub(crate) fn marks(events: &[LoggedEvent], window: u64, factor: f64) -> Vec<Marked> {
+    let factor = if factor.is_finite() {
+        factor.max(1.0)
+    } else {
+        1.0
+    };
+    let frac = |tokens: u64| tokens as f64 * factor / window.max(1) as f64;
     events
         .iter()
         .filter_map(|e| {
@@ -328,10 +337,13 @@ mod tests {
                 },
             ),
         ];
-        let marks = marks(&events, 1000);
+        let marks = marks(&events, 1000, 1.0);
         let kinds: Vec<_> = marks.iter().map(|m| m.mark).collect();
         assert_eq!(kinds, [Mark::Compaction, Mark::Sleep, Mark::Emergency]);
         assert_eq!(marks[0].after, Some(0.3));
+        // Calibrated as the thresholds are: 300 local tokens at 1.2 are 0.36 of the window.
+        let calibrated = super::marks(&events, 1000, 1.2);
+        assert!((calibrated[0].after.unwrap() - 0.36).abs() < 1e-9);
         let svg = svg(&marks, Timestamp(240_000), 0.4, 0.7, 0.8);
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         for mark in [Mark::Compaction, Mark::Sleep, Mark::Emergency] {

@@ -313,6 +313,14 @@ fn summary_markup(s: &AgentStatus) -> Markup {
                 (s.grounding.kept) " kept · " (s.grounding.repaired) " repaired · "
                 (s.grounding.dropped) " dropped"
             }
+            @if s.calibration.samples > 0 {
+                dt { "calibration" } dd #agent-calibration {
+                    (format!("×{:.2} applied", s.calibration.applied))
+                    " · the server counts " (format!("×{:.2}", s.calibration.learned))
+                    " of Somna's estimate over " (s.calibration.samples) " reports"
+                    @if s.calibration.held_back { strong { " · held back until more reports agree" } }
+                }
+            }
             dt { "model" } dd { (s.config.model) }
         }
     }
@@ -323,7 +331,7 @@ fn chart_markup(state: &State, s: &AgentStatus, history: &[Message]) -> Result<M
     let mut events = state.runtime.store().events(&s.id, EVENTS)?;
     events.reverse();
     let window = u64::from(s.max_context_tokens);
-    let marks = chart::marks(&events, window);
+    let marks = chart::marks(&events, window, s.calibration.applied);
     let undo = chart::undoable(&events);
     // The compactions that can still be undone: their summaries are in the live history.
     let summaries: std::collections::HashSet<u64> = history
