@@ -155,11 +155,13 @@ impl Settings {
         let roots = self.root_cert.as_deref().map(roots).transpose()?;
         let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, roots) {
             (Mode::VerifyFull, Some(roots)) => webpki(roots, &provider)?,
-            (Mode::VerifyCa | Mode::Require, Some(roots)) => Arc::new(AnyName {
-                inner: webpki(roots, &provider)?,
+            (Mode::VerifyCa | Mode::Require, Some(roots)) => Arc::new(Lenient {
+                chain: Some(webpki(roots, &provider)?),
+                algorithms: provider.signature_verification_algorithms,
             }),
             // `prefer` and `require` without roots: encrypted, not authenticated (as libpq).
-            _ => Arc::new(Unchecked {
+            _ => Arc::new(Lenient {
+                chain: None,
                 algorithms: provider.signature_verification_algorithms,
             }),
         };
@@ -240,14 +242,18 @@ fn webpki(
         .map_err(|e| invalid(format!("cannot use the roots of sslrootcert: {e}")))
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name on the certificate is not
-/// compared with the host (a server reached by an address its certificate does not name).
+/// The verifier of the modes that do not check everything (`verify-full` uses webpki's as it
+/// is). With `chain` (`verify-ca`, `require` with roots) the certificate must lead to a trusted
+/// root, but the name on it is not compared with the host (a server reached by an address its
+/// certificate does not name); without (`prefer`, `require`) who issued it is not checked. Either
+/// way the server proves it holds the certificate's key: the handshake's signature is checked.
 #[derive(Debug)]
-struct AnyName {
-    inner: Arc<WebPkiServerVerifier>,
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -256,60 +262,15 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without roots: the server proves it holds the key of the certificate
-/// it shows (the handshake's signature is checked), but who issued the certificate is not.
-#[derive(Debug)]
-struct Unchecked {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
