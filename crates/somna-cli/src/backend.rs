@@ -7,7 +7,7 @@
 
 use anyhow::Result;
 use somna_core::AgentId;
-use somna_runtime::agent::Inbound;
+use somna_runtime::protocol::Inbound;
 
 /// The journal filters of `somna journal`, as they were typed: the local backend parses them, the
 /// remote one passes them through to the API.

@@ -286,11 +286,11 @@ pub fn user_input(
     text: String,
     from: Option<String>,
     observation: bool,
-) -> somna_runtime::agent::Inbound {
+) -> somna_runtime::protocol::Inbound {
     if observation {
-        somna_runtime::agent::Inbound::Observation { content: text }
+        somna_runtime::protocol::Inbound::Observation { content: text }
     } else {
-        somna_runtime::agent::Inbound::User {
+        somna_runtime::protocol::Inbound::User {
             content: text,
             name: from,
         }

@@ -15,16 +15,17 @@ use somna_core::message::{Message, MessageKind};
 use somna_core::record::EventRecord;
 use somna_core::{AgentId, JournalQuery, Timestamp, interchange};
 use somna_llm::LlmClient;
-use somna_runtime::agent::{Agent, ConfigureError, Inbound, InboundError};
+use somna_runtime::agent::{Agent, ConfigureError, Job, JobOutcome};
 use somna_runtime::ops::{self, Offline, OpsError};
 use somna_runtime::prompt;
+use somna_runtime::protocol::{Inbound, InboundError};
 use somna_runtime::{Clock, Compactor, Semantic, semantic};
 use somna_store::{Store, UncompactOutcome};
 
 use crate::Invalid;
 use crate::backend::{Backend, JournalFilters};
 use crate::cli::{parse_overrides, parse_time};
-use crate::output::{self, Out};
+use crate::output::{self, Out, Totals};
 
 /// An opened local database with its config.
 pub struct Local {
@@ -34,6 +35,18 @@ pub struct Local {
 }
 
 impl Local {
+    /// Runs the job `start` gives agent `id` (`None`: it is busy, an error) to its end.
+    fn run_job(
+        &self,
+        id: &AgentId,
+        start: impl FnOnce(&mut Agent) -> Option<Job>,
+    ) -> Result<JobOutcome> {
+        self.require_hosted(id)?;
+        let mut agent = self.agent(id)?;
+        let job = start(&mut agent).context("the agent is busy")?;
+        run_async(job.run())
+    }
+
     /// The library's offline operations over this database (the runtime's own policy).
     fn ops(&self) -> Offline {
         Offline::new(self.config.clone(), self.store.clone(), Clock::real())
@@ -171,18 +184,9 @@ impl Backend for Local {
 
     /// Compacts now; an error (exit 1) after the outcome is printed when the compaction failed.
     fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
-        self.require_hosted(id)?;
-        let mut agent = self.agent(id)?;
-        let job = agent.compact(force).context("the agent is busy")?;
-        let out = run_async(job.run())?;
-        let outcome = match (out.compaction, out.error) {
-            (Some(c), _) => serde_json::to_value(&c)?,
-            (None, error) => serde_json::json!({
-                "outcome": "failed",
-                "reason": error.unwrap_or_else(|| "no compaction ran".into()),
-                "usage": 0.0,
-            }),
-        };
+        let outcome = self
+            .run_job(id, |a| a.compact(force))?
+            .into_compaction_outcome();
         self.out.compaction(&outcome);
         match output::compaction_failure(&outcome) {
             Some(why) => bail!("compaction failed: {why}"),
@@ -192,17 +196,7 @@ impl Backend for Local {
 
     /// Sleeps now; an error (exit 1) after the result is printed when any step failed.
     fn sleep(&self, id: &AgentId) -> Result<()> {
-        self.require_hosted(id)?;
-        let mut agent = self.agent(id)?;
-        let job = agent.sleep(false).context("the agent is busy")?;
-        let out = run_async(job.run())?;
-        // The server's shape (`SleepResult`), plus whether the sleep reflected.
-        let result = serde_json::json!({
-            "outcome": "slept",
-            "compaction": out.compaction,
-            "error": out.error,
-            "reflected": out.reflected,
-        });
+        let result = self.run_job(id, |a| a.sleep(false))?.into_sleep_result();
         self.out.slept(&result);
         match output::sleep_failure(&result) {
             Some(why) => bail!("sleep failed: {why}"),
@@ -437,14 +431,14 @@ impl Local {
     /// Totals over every agent, and the database size.
     pub fn stats(&self) -> Result<()> {
         let agents = self.store.agents()?;
-        let totals = serde_json::json!({
-            "agents": agents.len(),
-            "history_messages": agents.iter().map(|a| a.history_len).sum::<u64>(),
-            "archive_messages": agents.iter().map(|a| a.archive_len).sum::<u64>(),
-            "history_tokens": agents.iter().map(|a| a.history_tokens).sum::<u64>(),
-            "compactions": agents.iter().map(|a| u64::from(a.compaction_count)).sum::<u64>(),
-            "size_on_disk_bytes": self.store.size_on_disk()?,
-        });
+        let totals = Totals {
+            agents: agents.len() as u64,
+            history_messages: agents.iter().map(|a| a.history_len).sum(),
+            archive_messages: agents.iter().map(|a| a.archive_len).sum(),
+            history_tokens: agents.iter().map(|a| a.history_tokens).sum(),
+            compactions: agents.iter().map(|a| u64::from(a.compaction_count)).sum(),
+            size_on_disk_bytes: self.store.size_on_disk()?,
+        };
         self.out.stats(&totals);
         Ok(())
     }

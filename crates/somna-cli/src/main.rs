@@ -500,7 +500,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use somna_runtime::agent::Inbound;
+    use somna_runtime::protocol::Inbound;
 
     /// A backend that records which method ran with which arguments.
     #[derive(Default)]

@@ -5,13 +5,23 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use somna_core::config::{AgentConfig, ConfigErrors, ResolvedConfig};
 use somna_core::record::EventRecord;
 use somna_core::{AgentId, AgentRecord, Fact, JournalEntry, Message, MessageKind, Timestamp};
 use somna_runtime::eval::RecallReport;
 use somna_runtime::prompt::{Prompt, WorkingContext};
-use somna_runtime::{AgentState, AgentStatus};
+use somna_runtime::protocol::{AgentState, AgentStatus, CompactionOutcome, SleepResult};
+
+/// Totals over every agent of a database (`somna stats`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Totals {
+    pub agents: u64,
+    pub history_messages: u64,
+    pub archive_messages: u64,
+    pub history_tokens: u64,
+    pub compactions: u64,
+    pub size_on_disk_bytes: u64,
+}
 
 /// Where results go: text for people, JSON for scripts.
 #[derive(Debug, Clone, Copy)]
@@ -182,8 +192,8 @@ impl Out {
         }
     }
 
-    /// A compaction outcome, as the runtime serializes it (`{"outcome": ...}`).
-    pub fn compaction(&self, outcome: &Value) {
+    /// A compaction outcome.
+    pub fn compaction(&self, outcome: &CompactionOutcome) {
         if self.json {
             self.print_json(outcome);
         } else {
@@ -191,29 +201,28 @@ impl Out {
         }
     }
 
-    /// A sleep's result: `{"outcome": "slept", "compaction", "error", ...}`.
-    pub fn slept(&self, result: &Value) {
+    /// A sleep's result.
+    pub fn slept(&self, result: &SleepResult) {
         if self.json {
             self.print_json(result);
             return;
         }
-        if result["outcome"] == "busy" {
+        let SleepResult::Slept {
+            compaction,
+            error,
+            reflected,
+            ..
+        } = result
+        else {
             println!("busy: the agent could not sleep; nothing ran");
             return;
+        };
+        println!("slept{}", if *reflected { " (and reflected)" } else { "" });
+        match compaction {
+            None => println!("  compaction: did not run"),
+            Some(c) => println!("  compaction: {}", compaction_text(c)),
         }
-        println!(
-            "slept{}",
-            if result["reflected"] == true {
-                " (and reflected)"
-            } else {
-                ""
-            }
-        );
-        match &result["compaction"] {
-            Value::Null => println!("  compaction: did not run"),
-            c => println!("  compaction: {}", compaction_text(c)),
-        }
-        if let Some(error) = result["error"].as_str() {
+        if let Some(error) = error {
             println!("  error: {error}");
         }
     }
@@ -270,20 +279,19 @@ impl Out {
     }
 
     /// Totals over every agent and the database size.
-    pub fn stats(&self, totals: &Value) {
+    pub fn stats(&self, totals: &Totals) {
         if self.json {
             self.print_json(totals);
             return;
         }
-        let n = |key: &str| totals[key].as_u64().unwrap_or_default();
-        println!("agents            {}", n("agents"));
-        println!("history messages  {}", n("history_messages"));
-        println!("archive messages  {}", n("archive_messages"));
-        println!("history tokens    {}", n("history_tokens"));
-        println!("compactions       {}", n("compactions"));
+        println!("agents            {}", totals.agents);
+        println!("history messages  {}", totals.history_messages);
+        println!("archive messages  {}", totals.archive_messages);
+        println!("history tokens    {}", totals.history_tokens);
+        println!("compactions       {}", totals.compactions);
         println!(
             "size on disk      {:.1} MiB",
-            n("size_on_disk_bytes") as f64 / (1024.0 * 1024.0)
+            totals.size_on_disk_bytes as f64 / (1024.0 * 1024.0)
         );
     }
 
@@ -598,95 +606,76 @@ pub fn retired_line(id: &AgentId) -> String {
     format!("retired {id}: no longer hosted; its history, archive, journal and facts stay readable")
 }
 
-/// Why a compaction outcome is a failure (`"outcome": "failed"`), or `None`.
-pub fn compaction_failure(outcome: &Value) -> Option<String> {
-    (outcome["outcome"] == "failed").then(|| {
-        outcome["reason"]
-            .as_str()
-            .unwrap_or("no reason given")
-            .to_string()
-    })
+/// Why a compaction outcome is a failure, or `None`.
+pub fn compaction_failure(outcome: &CompactionOutcome) -> Option<String> {
+    match outcome {
+        CompactionOutcome::Failed { reason, .. } => Some(reason.clone()),
+        _ => None,
+    }
 }
 
 /// Why a sleep failed: a step reported an error, or its compaction failed; `None` when it did not.
-pub fn sleep_failure(result: &Value) -> Option<String> {
-    if let Some(error) = result["error"].as_str() {
-        return Some(error.to_string());
+pub fn sleep_failure(result: &SleepResult) -> Option<String> {
+    match result {
+        SleepResult::Busy => Some("the agent is busy; nothing ran".to_string()),
+        SleepResult::Slept {
+            error: Some(error), ..
+        } => Some(error.clone()),
+        SleepResult::Slept { compaction, .. } => compaction
+            .as_ref()
+            .and_then(compaction_failure)
+            .map(|why| format!("compaction failed: {why}")),
     }
-    if result["outcome"] == "busy" {
-        return Some("the agent is busy; nothing ran".to_string());
-    }
-    compaction_failure(&result["compaction"]).map(|why| format!("compaction failed: {why}"))
 }
 
 /// One line for a compaction outcome.
-fn compaction_text(v: &Value) -> String {
-    let pct = |key: &str| v[key].as_f64().unwrap_or_default() * 100.0;
-    let n = |key: &str| v[key].as_u64().unwrap_or_default();
-    match v["outcome"].as_str().unwrap_or_default() {
-        "done" => {
-            let what = match v["summary_seq"].as_u64() {
+fn compaction_text(outcome: &CompactionOutcome) -> String {
+    match outcome {
+        CompactionOutcome::Done(r) => {
+            let what = match r.summary_seq {
                 Some(seq) => format!(
                     "{} messages → summary #{seq} (generation {})",
-                    n("compacted"),
-                    n("generation")
+                    r.compacted, r.generation
                 ),
-                None => format!("{} messages masked", n("compacted")),
+                None => format!("{} messages masked", r.compacted),
             };
             let mut line = format!(
                 "compacted ({}, {}): {what}, {} → {} tokens ({:.0}% reduction); {} kept verbatim, usage now {:.1}%",
-                v["trigger"].as_str().unwrap_or_default(),
-                v["method"].as_str().unwrap_or_default(),
-                n("tokens_before"),
-                n("tokens_after"),
-                v["reduction_pct"].as_f64().unwrap_or_default(),
-                n("preserved"),
-                pct("usage_after")
+                r.trigger,
+                serde_name(&r.method),
+                r.tokens_before,
+                r.tokens_after,
+                r.reduction_pct,
+                r.preserved,
+                r.usage_after * 100.0
             );
-            for key in ["fallback_reason", "warning"] {
-                if let Some(text) = v[key].as_str() {
-                    line.push_str(&format!("\n  {}: {text}", key.replace('_', " ")));
+            for (key, text) in [
+                ("fallback reason", &r.fallback_reason),
+                ("warning", &r.warning),
+            ] {
+                if let Some(text) = text {
+                    line.push_str(&format!("\n  {key}: {text}"));
                 }
             }
             line
         }
-        "skipped" => format!(
-            "skipped: {} (usage {:.1}%)",
-            tagged_words(&v["reason"], "reason"),
-            pct("usage")
+        CompactionOutcome::Skipped { reason, usage, .. } => {
+            format!("skipped: {reason} (usage {:.1}%)", usage * 100.0)
+        }
+        CompactionOutcome::Failed { reason, usage } => format!(
+            "failed: {reason} (usage {:.1}%); nothing changed",
+            usage * 100.0
         ),
-        "failed" => format!(
-            "failed: {} (usage {:.1}%); nothing changed",
-            v["reason"].as_str().unwrap_or("no reason given"),
-            pct("usage")
+        CompactionOutcome::Stalled {
+            reduction_pct,
+            usage,
+        } => format!(
+            "stalled: the summary would save only {reduction_pct:.1}%; nothing committed (usage {:.1}%)",
+            usage * 100.0
         ),
-        "stalled" => format!(
-            "stalled: the summary would save only {:.1}%; nothing committed (usage {:.1}%)",
-            v["reduction_pct"].as_f64().unwrap_or_default(),
-            pct("usage")
-        ),
-        "busy" => "busy: another compaction of this agent is in flight".to_string(),
-        _ => v.to_string(),
-    }
-}
-
-/// `{"reason": "batch_too_small", "body": 3, "min": 5}` → `batch too small (body 3, min 5)`.
-fn tagged_words(v: &Value, tag: &str) -> String {
-    let name = v[tag].as_str().unwrap_or_default().replace('_', " ");
-    let details: Vec<String> = v
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| k.as_str() != tag)
-        .map(|(k, value)| match value.as_f64() {
-            Some(x) if value.is_f64() => format!("{} {x:.2}", k.replace('_', " ")),
-            _ => format!("{} {value}", k.replace('_', " ")),
-        })
-        .collect();
-    if details.is_empty() {
-        name
-    } else {
-        format!("{name} ({})", details.join(", "))
+        CompactionOutcome::Busy => {
+            "busy: another compaction of this agent is in flight".to_string()
+        }
     }
 }
 

@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use somna_core::config::AgentConfig;
 use somna_core::record::EventRecord;
 use somna_core::{AgentId, Fact, JournalEntry, Message};
-use somna_runtime::AgentStatus;
-use somna_runtime::agent::Inbound;
+use somna_runtime::protocol::{AgentStatus, CompactionOutcome, Inbound, SleepResult};
 
 use crate::Invalid;
 use crate::backend::{Backend, JournalFilters};
@@ -296,7 +295,8 @@ impl Backend for Remote {
 
     /// `POST /v1/agents/{id}/compact`; an error (exit 1) after the outcome when it failed.
     fn compact(&self, id: &AgentId, force: bool) -> Result<()> {
-        let outcome = self.post(&agent_path(id, "/compact"), &json!({ "force": force }))?;
+        let answer = self.post(&agent_path(id, "/compact"), &json!({ "force": force }))?;
+        let outcome: CompactionOutcome = read_answer(answer, "compaction outcome")?;
         self.out.compaction(&outcome);
         match output::compaction_failure(&outcome) {
             Some(why) => Err(anyhow!("compaction failed: {why}")),
@@ -306,7 +306,8 @@ impl Backend for Remote {
 
     /// `POST /v1/agents/{id}/sleep`; an error (exit 1) after the result when a step failed.
     fn sleep(&self, id: &AgentId) -> Result<()> {
-        let result = self.call(Method::POST, &agent_path(id, "/sleep"), &[], None)?;
+        let answer = self.call(Method::POST, &agent_path(id, "/sleep"), &[], None)?;
+        let result: SleepResult = read_answer(answer, "sleep result")?;
         self.out.slept(&result);
         match output::sleep_failure(&result) {
             Some(why) => Err(anyhow!("sleep failed: {why}")),
@@ -461,6 +462,12 @@ impl Backend for Remote {
 /// escaping.
 fn agent_path(id: &AgentId, rest: &str) -> String {
     format!("/v1/agents/{id}{rest}")
+}
+
+/// The server's `answer` read as a `T` (its `what`, named when the shape is unexpected).
+fn read_answer<T: DeserializeOwned>(answer: Value, what: &str) -> Result<T> {
+    serde_json::from_value(answer)
+        .with_context(|| format!("the server's {what} has an unexpected shape"))
 }
 
 /// `value` without `null`s and empty objects: the keys a change really sets.

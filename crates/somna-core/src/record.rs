@@ -193,9 +193,15 @@ pub struct CompactionRecord {
     pub compacted: u32,
     /// Messages kept verbatim after the summary.
     pub preserved: u32,
-    /// Usage before and after, in tokens.
+    /// The prompt before and after, in tokens as Somna counts them (uncalibrated).
     pub tokens_before: u64,
     pub tokens_after: u64,
+    /// Usage before and after (0–1 of `max_context_tokens`), calibrated by the factor applied
+    /// at the time, as the thresholds compare it (`None` in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_before: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_after: Option<f64>,
     /// The synthesis journal entry written with it.
     pub synthesis_entry: Option<EntryId>,
     /// The summary's generation.
@@ -228,6 +234,8 @@ impl CompactionRecord {
             preserved: 0,
             tokens_before: 0,
             tokens_after: 0,
+            usage_before: None,
+            usage_after: None,
             synthesis_entry: None,
             generation,
             grounding: None,

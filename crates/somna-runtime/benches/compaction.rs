@@ -250,6 +250,8 @@ fn prepare(
         preserved: p.tail.len() as u32,
         tokens_before: p.tokens_before,
         tokens_after: p.tokens_before - p.body_tokens + u64::from(summary.tokens),
+        usage_before: None,
+        usage_after: None,
         synthesis_entry: None,
         generation: 1,
         grounding: None,

@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use somna_core::AgentId;
 use somna_core::config::ResolvedConfig;
-use somna_runtime::events::{Event, EventBus};
+use somna_runtime::events::EventBus;
 use somna_runtime::gauges::{AgentGaugesSnapshot, USAGE_BUCKETS};
+use somna_runtime::protocol::Event;
 use somna_runtime::{AgentState, Inbound, Runtime, RuntimeOptions};
 use somna_store::{Store, StoreOptions};
 

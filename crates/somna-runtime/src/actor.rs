@@ -8,20 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use somna_core::Timestamp;
 use somna_core::config::{AgentConfig, AgentOverrides};
 use tokio::sync::oneshot;
 
 use crate::agent::cadence::TickCadence;
 use crate::agent::queue::{Admission, AfterJob, JobQueue};
-use crate::agent::{
-    Agent, AgentStatus, ConfigureError, Inbound, InboundError, Job, JobKind, JobOutcome,
-};
-use crate::compactor::CompactionOutcome;
+use crate::agent::{Agent, ConfigureError, Job, JobKind, JobOutcome};
+use crate::protocol::{AgentStatus, Inbound, InboundError};
+use crate::protocol::{CompactionOutcome, SleepResult, UncompactError, UncompactResult};
 use crate::scheduler::Tired;
 use crate::stats::TickStats;
 use crate::ticker::{self, TickShared};
-use somna_store::{StoreError, UncompactOutcome};
+use somna_store::StoreError;
 
 /// Input for the agent.
 #[derive(Debug, Message)]
@@ -50,27 +48,6 @@ pub(crate) struct Tick;
 #[rtype(result = "SleepResult")]
 pub(crate) struct Sleep {
     pub tired: bool,
-}
-
-/// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
-/// flight (up to [`MAX_DEFERRED`] requests), then runs.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum SleepResult {
-    /// The sleep ran; its compaction outcome (if it got that far).
-    Slept {
-        compaction: Option<CompactionOutcome>,
-        error: Option<String>,
-        /// The durable schedule's next due time the sleep recorded, for the scheduler (which
-        /// follows the record, so that it never sends a sleep before it is due); not on the wire.
-        #[serde(skip)]
-        #[cfg_attr(feature = "openapi", schema(ignore))]
-        next_sleep_at: Option<Timestamp>,
-    },
-    /// The agent could not sleep: it is waiting on host tools, shutting down, or has too many
-    /// requests queued. Nothing ran.
-    Busy,
 }
 
 /// Compact now (`force`: manual, ignoring thresholds; else at the sleep threshold).
@@ -104,18 +81,6 @@ enum Deferred {
     Sleep(bool, oneshot::Sender<SleepResult>),
     Compact(bool, oneshot::Sender<CompactionOutcome>),
     Uncompact(u64, oneshot::Sender<UncompactResult>),
-}
-
-/// What an `Uncompact` request came to.
-pub type UncompactResult = Result<UncompactOutcome, UncompactError>;
-
-/// Why an uncompact did not run.
-#[derive(Debug, thiserror::Error)]
-pub enum UncompactError {
-    #[error("the agent is busy (stopping, or too many requests queued)")]
-    Busy,
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 /// Undo the compaction whose summary is at this seq. Runs between jobs, never during one.
@@ -249,11 +214,15 @@ impl AgentActor {
     fn start(&mut self, op: Deferred, ctx: &mut Context<Self>) {
         match op {
             Deferred::Sleep(tired, tx) => match self.agent.sleep(tired) {
-                Some(job) => self.spawn(job, ctx, move |out| drop(tx.send(slept(out)))),
+                Some(job) => {
+                    self.spawn(job, ctx, move |out| drop(tx.send(out.into_sleep_result())))
+                }
                 None => drop(tx.send(SleepResult::Busy)),
             },
             Deferred::Compact(force, tx) => match self.agent.compact(force) {
-                Some(job) => self.spawn(job, ctx, move |out| drop(tx.send(compacted(out)))),
+                Some(job) => self.spawn(job, ctx, move |out| {
+                    drop(tx.send(out.into_compaction_outcome()))
+                }),
                 None => drop(tx.send(CompactionOutcome::Busy)),
             },
             Deferred::Uncompact(seq, tx) => {
@@ -272,26 +241,6 @@ impl AgentActor {
             AfterJob::Idle => {}
             AfterJob::Stopped(refused) => refused.into_iter().for_each(refuse),
         }
-    }
-}
-
-/// A sleep job's outcome as the answer to `Sleep`.
-fn slept(out: JobOutcome) -> SleepResult {
-    SleepResult::Slept {
-        compaction: out.compaction,
-        error: out.error,
-        next_sleep_at: out.next_sleep_at,
-    }
-}
-
-/// A compaction job's outcome as the answer to `Compact`.
-fn compacted(out: JobOutcome) -> CompactionOutcome {
-    match (out.compaction, out.error) {
-        (Some(c), _) => c,
-        (None, error) => CompactionOutcome::Failed {
-            reason: error.unwrap_or_else(|| "no compaction ran".into()),
-            usage: 0.0,
-        },
     }
 }
 
@@ -344,27 +293,44 @@ impl Handler<Tick> for AgentActor {
 impl Handler<Sleep> for AgentActor {
     type Result = ResponseFuture<SleepResult>;
     fn handle(&mut self, msg: Sleep, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.run_or_defer(Deferred::Sleep(msg.tired, tx), ctx);
-        Box::pin(async move { rx.await.unwrap_or(SleepResult::Busy) })
+        self.ask(ctx, |tx| Deferred::Sleep(msg.tired, tx), SleepResult::Busy)
     }
 }
 
 impl Handler<Compact> for AgentActor {
     type Result = ResponseFuture<CompactionOutcome>;
     fn handle(&mut self, msg: Compact, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.run_or_defer(Deferred::Compact(msg.force, tx), ctx);
-        Box::pin(async move { rx.await.unwrap_or(CompactionOutcome::Busy) })
+        self.ask(
+            ctx,
+            |tx| Deferred::Compact(msg.force, tx),
+            CompactionOutcome::Busy,
+        )
     }
 }
 
 impl Handler<Uncompact> for AgentActor {
     type Result = ResponseFuture<UncompactResult>;
     fn handle(&mut self, msg: Uncompact, ctx: &mut Context<Self>) -> Self::Result {
+        self.ask(
+            ctx,
+            |tx| Deferred::Uncompact(msg.0, tx),
+            Err(UncompactError::Busy),
+        )
+    }
+}
+
+impl AgentActor {
+    /// Runs or queues the request `op` makes around its answer's sender; the answer, or `busy`
+    /// when the request was dropped unanswered.
+    fn ask<T: Send + 'static>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        op: impl FnOnce(oneshot::Sender<T>) -> Deferred,
+        busy: T,
+    ) -> ResponseFuture<T> {
         let (tx, rx) = oneshot::channel();
-        self.run_or_defer(Deferred::Uncompact(msg.0, tx), ctx);
-        Box::pin(async move { rx.await.unwrap_or(Err(UncompactError::Busy)) })
+        self.run_or_defer(op(tx), ctx);
+        Box::pin(async move { rx.await.unwrap_or(busy) })
     }
 }
 

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::agent::AgentState;
+use crate::protocol::AgentState;
 
 /// Upper bounds of the usage buckets, as fractions of the context window (`+Inf` is implied: an
 /// agent over its window). 0.7 and 0.8 are the default sleep and emergency thresholds.

@@ -12,7 +12,8 @@ use somna_core::usage::{self, Usage, calibration_factor};
 use somna_core::{AgentId, Timestamp};
 use somna_store::{Store, StoreError};
 
-use crate::compactor::{CompactError, CompactRequest, CompactionOutcome, Compactor};
+use crate::compactor::{CompactError, CompactRequest, Compactor};
+use crate::protocol::CompactionOutcome;
 
 /// Why an import failed. A bad line stops the import before anything is written.
 #[derive(Debug, thiserror::Error)]

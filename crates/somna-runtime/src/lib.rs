@@ -6,8 +6,10 @@
 //!   (consolidation, reflection, compaction), tools, run-time configuration. Plain struct. Also
 //!   the actor's plain job queue (one job at a time, requests queued behind it, the drain) and
 //!   tick cadence.
+//! - [`protocol`]: every type that crosses the runtime's boundary (input, status, the answers to
+//!   sleep, compact and undo, events), Serialize + Deserialize, depending on nothing else here.
 //! - [`actor`]: `AgentActor`, the thin actix shell around an `Agent` (crate-internal, like its
-//!   messages); public are the answers callers see: `SleepResult`, `UncompactError`.
+//!   messages).
 //! - `scheduler` (crate-internal): the `Scheduler` actor and its plain `SleepPlan` (period,
 //!   jitter, cap).
 //! - [`runtime`]: `Runtime` (load, spread over Arbiters, route, shut down) and `run`.
@@ -21,7 +23,7 @@
 //! - [`semantic`]: embedding the archive while agents sleep and the input once per turn, for
 //!   retrieval that fuses meaning with keywords (`Semantic`, when `[embedder]` is set).
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
-//! - [`events`]: `Event` and the `EventBus` (tracing + broadcast).
+//! - [`events`]: the `EventBus` (tracing + broadcast) that carries `protocol::Event`s.
 //! - [`clock`]: simulated (accelerated) time. [`stats`]: tick lateness.
 //! - [`gauges`]: agents by state and by context usage, counted by the agents as they change (a
 //!   read asks none of them).
@@ -36,6 +38,7 @@ pub mod gauges;
 pub mod import;
 pub mod ops;
 pub mod prompt;
+pub mod protocol;
 pub mod runtime;
 pub mod scenario;
 pub(crate) mod scheduler;
@@ -63,11 +66,14 @@ pub(crate) fn unknown_agent(name: &str) -> somna_store::StoreError {
     somna_store::StoreError::UnknownAgent(somna_core::AgentId::new(name).unwrap())
 }
 
-pub use actor::{SleepResult, UncompactError, UncompactResult};
-pub use agent::{Agent, AgentState, AgentStatus, CalibrationStatus, ChatUsage, Inbound};
+pub use agent::Agent;
 pub use clock::Clock;
-pub use compactor::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
-pub use events::{Event, EventBus, Stamped};
+pub use compactor::{CompactError, CompactRequest, Compactor};
+pub use events::EventBus;
 pub use ops::{Offline, OpsError};
+pub use protocol::{
+    AgentState, AgentStatus, CalibrationStatus, ChatUsage, CompactionOutcome, CompactionReport,
+    Event, Inbound, SleepResult, Stamped, UncompactError, UncompactResult,
+};
 pub use runtime::{Runtime, RuntimeError, RuntimeOptions, run};
 pub use semantic::Semantic;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use somna_core::{AgentId, Timestamp};
 
-use crate::agent::Inbound;
+use crate::protocol::Inbound;
 use crate::runtime::{Runtime, RuntimeError};
 
 /// A parsed scenario.

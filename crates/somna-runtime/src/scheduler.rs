@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use somna_core::AgentId;
 
-use crate::actor::{Sleep, SleepResult};
+use crate::actor::Sleep;
 use crate::clock::Clock;
+use crate::protocol::SleepResult;
 
 /// One agent's place in the sleep schedule.
 #[derive(Debug, Clone)]

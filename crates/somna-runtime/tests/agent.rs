@@ -195,7 +195,7 @@ async fn a_host_tool_call_waits_for_the_host_then_the_step_goes_on() {
             call_id: "call_9".into(),
             content: "{}".into(),
         }),
-        Err(somna_runtime::agent::InboundError::UnknownToolCall(_))
+        Err(somna_runtime::protocol::InboundError::UnknownToolCall(_))
     ));
 
     b.agent

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use somna_core::record::{CompactionMethod, EventRecord, Trigger};
 use somna_core::{JournalQuery, MessageKind, Timestamp};
-use somna_runtime::compactor::{CompactRequest, CompactionOutcome, Compactor};
+use somna_runtime::compactor::{CompactRequest, Compactor};
+use somna_runtime::protocol::CompactionOutcome;
 use somna_store::{Store, UncompactOutcome};
 use somna_testkit::{Reply, StubLlmServer};
 
@@ -551,6 +552,8 @@ async fn an_emergency_that_cannot_reach_the_threshold_says_why() {
         "{stuck}"
     );
     assert!(stuck.contains("max_context_tokens 1700"), "{stuck}");
+    // The outcome carries the same reason: the agent reports it without asking again.
+    assert_eq!(report.stuck.as_deref(), Some(stuck.as_str()));
     assert_eq!(
         engine
             .over_threshold(&agent, &cfg, fixed_tokens)

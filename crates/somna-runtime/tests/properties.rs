@@ -7,7 +7,8 @@ use proptest::prelude::*;
 use somna_core::message::{Message, ToolCall};
 use somna_core::record::Trigger;
 use somna_core::{Role, Timestamp};
-use somna_runtime::compactor::{CompactRequest, CompactionOutcome, Compactor};
+use somna_runtime::compactor::{CompactRequest, Compactor};
+use somna_runtime::protocol::CompactionOutcome;
 use somna_store::{Store, UncompactOutcome};
 
 use crate::support::*;

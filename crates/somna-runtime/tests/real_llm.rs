@@ -17,7 +17,8 @@ use somna_core::record::{CompactionMethod, Trigger};
 use somna_core::{Role, Timestamp};
 use somna_llm::builtin::{Section, StructuredSummary};
 use somna_llm::{ChatRequest, ChatResponse, LlmClient, Purpose, build_client};
-use somna_runtime::compactor::{CompactRequest, CompactionOutcome, Compactor};
+use somna_runtime::compactor::{CompactRequest, Compactor};
+use somna_runtime::protocol::CompactionOutcome;
 use somna_store::Store;
 
 use crate::support::*;

@@ -8,7 +8,7 @@ use somna_core::config::{AgentOverrides, CompactionOverrides, ResolvedConfig};
 use somna_core::record::Trigger;
 use somna_core::{AgentId, Timestamp};
 use somna_llm::LlmClient;
-use somna_runtime::actor::SleepResult;
+use somna_runtime::protocol::SleepResult;
 use somna_runtime::{Event, Inbound, Runtime, RuntimeOptions, Stamped};
 use somna_store::{Store, StoreOptions};
 use somna_testkit::{Reply, StubLlmServer};
@@ -868,4 +868,72 @@ async fn a_tired_agent_sleeps_before_its_emergency() {
             assert!(emergencies > 0, "the turns reach the emergency threshold");
         }
     }
+}
+
+/// A cluster node's tasks (membership, loader, inbox) take its shards and host their agents, and
+/// stop at shutdown: after `Runtime::shutdown` the node has left the node list, and stays gone
+/// for ten renewal periods (a membership task still running would heartbeat it back and take
+/// the shards again). Needs Postgres (`SOMNA_TEST_PG_URL`).
+#[actix::test]
+async fn a_cluster_nodes_tasks_stop_at_shutdown() {
+    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+        somna_testkit::skip(
+            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+        );
+        return;
+    };
+    let schema = format!("rt_cluster_stop_{}", std::process::id());
+    let node = "rt-node-1";
+    let store = Store::open_postgres_cluster(
+        &url,
+        somna_store::PostgresOptions {
+            schema: schema.clone(),
+            pool_size: 4,
+        },
+        somna_store::ClusterOptions {
+            node: node.into(),
+            shards: 4,
+            statement_timeout: Duration::from_secs(2),
+        },
+    )
+    .unwrap();
+    let mut cfg = config(&[("ada", 4000, ""), ("bob", 4000, "")]);
+    cfg.cluster.shards = 4;
+    cfg.cluster.renew_every = Duration::from_millis(100);
+    cfg.cluster.lease_ttl = Duration::from_secs(2);
+    cfg.cluster.poll_every = Duration::from_millis(100);
+    let renew_every = cfg.cluster.renew_every;
+    let runtime = Runtime::start(
+        cfg,
+        store.clone(),
+        Arc::new(somna_llm::BuiltinClient::new()),
+        options(false),
+    )
+    .unwrap();
+    let view = store.cluster().unwrap();
+    let listed = || view.nodes().unwrap().iter().any(|n| n.node == node);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while runtime.agent_ids().len() < 2 || !listed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node never took its shards: hosts {:?}",
+            runtime.agent_ids()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert!(!listed(), "shutdown leaves the node list");
+    tokio::time::sleep(renew_every * 10).await;
+    assert!(
+        !listed(),
+        "a membership task still ran after shutdown: it heartbeat the node back"
+    );
+    assert!(view.held().is_empty(), "it took shards after shutdown");
+    assert!(
+        runtime.agent_ids().is_empty(),
+        "it loaded agents after shutdown"
+    );
+    drop((runtime, store));
+    let _ = Store::temporary_postgres_in(&url, &schema);
 }

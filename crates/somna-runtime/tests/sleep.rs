@@ -6,9 +6,9 @@ use std::time::Duration;
 use somna_core::config::ResolvedConfig;
 use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
 use somna_runtime::Runtime;
-use somna_runtime::actor::SleepResult;
 use somna_runtime::agent::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES};
-use somna_runtime::compactor::CompactionOutcome;
+use somna_runtime::protocol::CompactionOutcome;
+use somna_runtime::protocol::SleepResult;
 use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer};
 

@@ -11,7 +11,8 @@ use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use somna_core::config::ConfigErrors;
 use somna_runtime::RuntimeError;
-use somna_runtime::agent::{ConfigureError, InboundError};
+use somna_runtime::agent::ConfigureError;
+use somna_runtime::protocol::InboundError;
 use somna_store::StoreError;
 use utoipa::ToSchema;
 

@@ -813,6 +813,7 @@ mod tests {
                 repaired: 1,
                 dropped: 2,
             }),
+            stuck: None,
         }
     }
 

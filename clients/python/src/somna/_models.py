@@ -612,6 +612,9 @@ class CompactionReport(Model):
     fallback_reason: Optional[str] = None
     warning: Optional[str] = None
     grounding: Optional[GroundingCounts] = None
+    stuck: Optional[str] = None
+    """An emergency compaction that left the prompt at or above the emergency threshold: why,
+    in numbers."""
 
 
 @dataclass(frozen=True)
@@ -640,6 +643,7 @@ class CompactionOutcome(Model):
     fallback_reason: Optional[str] = None
     warning: Optional[str] = None
     grounding: Optional[GroundingCounts] = None
+    stuck: Optional[str] = None
 
     @property
     def done(self) -> bool:
@@ -657,6 +661,8 @@ class SleepResult(Model):
     outcome: str
     compaction: Optional[CompactionOutcome] = None
     error: Optional[str] = None
+    reflected: bool = False
+    """The sleep wrote a reflection."""
 
 
 @dataclass(frozen=True)
@@ -704,6 +710,9 @@ class EventRecord(Model):
     preserved: Optional[int] = None
     tokens_before: Optional[int] = None
     tokens_after: Optional[int] = None
+    usage_before: Optional[float] = None
+    """A compaction's usage before and after (0–1), calibrated as the thresholds compare it."""
+    usage_after: Optional[float] = None
     synthesis_entry: Optional[int] = None
     generation: Optional[int] = None
     grounding: Optional[GroundingCounts] = None

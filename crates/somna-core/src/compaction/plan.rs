@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::ops::Range;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{CompactionConfig, MIN_TAIL_MESSAGES};
 use crate::message::{Message, MessageKind, Role};
@@ -51,7 +51,7 @@ pub struct Skip {
 }
 
 /// Why a compaction was skipped.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum SkipReason {

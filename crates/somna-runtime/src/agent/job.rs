@@ -13,10 +13,10 @@ use somna_llm::prompts;
 use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
 use somna_store::StoreError;
 
-use super::{AgentDeps, ChatUsage, MAX_TOOL_ROUNDS};
-use crate::compactor::{CompactError, CompactRequest, CompactionOutcome};
-use crate::events::Event;
+use super::{AgentDeps, MAX_TOOL_ROUNDS};
+use crate::compactor::{CompactError, CompactRequest};
 use crate::prompt;
+use crate::protocol::{ChatUsage, CompactionOutcome, Event, SleepResult};
 use crate::tools;
 
 /// Work that waits on the LLM; runs as a spawned future.
@@ -190,6 +190,31 @@ pub struct JobOutcome {
     pub tired: bool,
 }
 
+impl JobOutcome {
+    /// A sleep job's outcome as the answer to a sleep (the actor's, and the CLI's when it runs
+    /// the job itself).
+    pub fn into_sleep_result(self) -> SleepResult {
+        SleepResult::Slept {
+            compaction: self.compaction,
+            error: self.error,
+            reflected: self.reflected,
+            next_sleep_at: self.next_sleep_at,
+        }
+    }
+
+    /// A compaction job's outcome as the answer to a compaction: the outcome it came to, or,
+    /// when none was reached (the engine failed), `Failed` with the job's error.
+    pub fn into_compaction_outcome(self) -> CompactionOutcome {
+        match (self.compaction, self.error) {
+            (Some(c), _) => c,
+            (None, error) => CompactionOutcome::Failed {
+                reason: error.unwrap_or_else(|| "no compaction ran".into()),
+                usage: 0.0,
+            },
+        }
+    }
+}
+
 impl Job {
     /// Runs the job to completion. Store errors are reported in the outcome, never panics.
     pub async fn run(self) -> JobOutcome {
@@ -344,12 +369,14 @@ impl JobContext {
                 agent: self.id.clone(),
                 report: report.clone(),
             }),
-            CompactionOutcome::Skipped { reason, usage } => self.emit(Event::CompactionSkipped {
-                agent: self.id.clone(),
-                trigger,
-                reason: reason.to_string(),
-                usage: *usage,
-            }),
+            CompactionOutcome::Skipped { reason, usage, .. } => {
+                self.emit(Event::CompactionSkipped {
+                    agent: self.id.clone(),
+                    trigger,
+                    reason: reason.to_string(),
+                    usage: *usage,
+                })
+            }
             CompactionOutcome::Failed { reason, .. } => self.emit(Event::CompactionFailed {
                 agent: self.id.clone(),
                 trigger,

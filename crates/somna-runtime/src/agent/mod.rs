@@ -5,10 +5,10 @@
 //! compaction is in flight. Synchronous work (appending input, the O(1) usage check) happens here;
 //! anything that waits on the LLM is a `Job` with its own clones of the handles it needs.
 //!
-//! - this file: the state machine ([`Agent`]), its shared handles ([`AgentDeps`]), loading and
-//!   run-time configuration.
-//! - `protocol.rs`: input and status types ([`Inbound`], [`InboundError`], [`AgentState`],
-//!   [`PendingTool`], [`AgentStatus`]).
+//! - this file: the state machine ([`Agent`]), its shared handles ([`AgentDeps`]), the tick,
+//!   jobs' start and finish, and run-time configuration.
+//! - `load.rs`: loading an agent from its record (what it owes and has earned).
+//! - `input.rs`: taking input (appended at once, checked against the input limit).
 //! - `job.rs`: the job runner ([`Job`], [`JobKind`], [`JobOutcome`], [`JobError`]): compaction,
 //!   observation scoring, the step.
 //! - `sleep.rs`: sleep's steps (consolidation, reflection), run as a job.
@@ -17,31 +17,33 @@
 //!   is due). The actor asks them and does what they say; plain values, tested without actix.
 
 pub(crate) mod cadence;
+mod input;
 mod job;
-mod protocol;
+mod load;
 pub(crate) mod queue;
 mod sleep;
 
 pub use job::{Job, JobError, JobKind, JobOutcome, SleepFailure};
-pub use protocol::{
-    AgentState, AgentStatus, CalibrationStatus, ChatUsage, Inbound, InboundError, PendingTool,
-};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use somna_core::config::{AgentConfig, AgentOverrides, ConfigErrors};
-use somna_core::message::{Message, Role};
+use somna_core::message::Message;
 use somna_core::tokens::{Calibration, TokenCounter};
 use somna_core::usage::{self, Usage, calibration_factor};
-use somna_core::{AgentId, JournalQuery, SourceType, Timestamp};
+use somna_core::{AgentId, Timestamp};
 use somna_llm::LlmClient;
 use somna_store::{Store, StoreError, UncompactOutcome};
 
 use crate::clock::Clock;
 use crate::compactor::Compactor;
-use crate::events::{Event, EventBus};
+use crate::events::EventBus;
 use crate::gauges::{AgentGauge, AgentGauges};
+use crate::protocol::{
+    AgentState, AgentStatus, CalibrationStatus, ChatUsage, CompactionOutcome, CompactionReport,
+    Event, PendingTool,
+};
 use crate::tools;
 use job::JobContext;
 
@@ -111,85 +113,6 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Loads (or creates) the agent's record and applies its persisted run-time overrides.
-    pub fn load(base: AgentConfig, deps: AgentDeps) -> Result<Self, AgentLoadError> {
-        let now = deps.clock.now();
-        let record = deps.store.ensure_agent(&base.id, now)?;
-        Self::from_record(base, deps, record, true)
-    }
-
-    /// The agent as its stored state has it, to answer for it where it is not hosted (another
-    /// node of a cluster runs it): writes nothing. `None` when the store does not know it.
-    pub fn peek(base: AgentConfig, deps: AgentDeps) -> Result<Option<Self>, AgentLoadError> {
-        let Some(record) = deps.store.agent(&base.id)? else {
-            return Ok(None);
-        };
-        Self::from_record(base, deps, record, false).map(Some)
-    }
-
-    fn from_record(
-        base: AgentConfig,
-        deps: AgentDeps,
-        record: somna_core::AgentRecord,
-        hosting: bool,
-    ) -> Result<Self, AgentLoadError> {
-        let now = deps.clock.now();
-        let config = base
-            .with_overrides(&record.overrides)
-            .map_err(AgentLoadError::Config)?;
-        let counter = TokenCounter::for_model(&config.model);
-        let importance_since_reflection = importance_since_last_reflection(&deps.store, &base.id)?;
-        let tail = deps.store.history_tail(&base.id, 1)?;
-        let pending_tools = unanswered_host_calls(&deps.store, &base.id, &config, now)?;
-        // Input, or a tool result the model has not seen yet, owes a reply (once no call waits).
-        let needs_reply = tail
-            .last()
-            .is_some_and(|m| matches!(m.role, Role::User | Role::Tool));
-        let state = if pending_tools.is_empty() {
-            AgentState::Idle
-        } else {
-            AgentState::WaitingForTools
-        };
-        // The durable sleep schedule: a cluster node records the first due time at once, so the
-        // node that takes over the agent's shard keeps it.
-        let next_sleep_at = match record.next_sleep_at {
-            Some(at) => Some(at),
-            None if hosting && deps.store.cluster().is_some() => {
-                let at = now.saturating_add(config.sleep_every);
-                deps.store.set_next_sleep(&base.id, at)?;
-                Some(at)
-            }
-            None => None,
-        };
-        let gauge = Arc::new(deps.gauges.register(state, 0.0));
-        let agent = Agent {
-            next_sleep_at,
-            id: base.id.clone(),
-            persona_tokens: u64::from(counter.count_text(&config.persona)),
-            base,
-            overrides: record.overrides,
-            config,
-            counter,
-            deps,
-            calibration: record.calibration,
-            state,
-            gauge,
-            needs_reply,
-            reply_owed: false,
-            reply_in_job: false,
-            pending_tools,
-            observations: Vec::new(),
-            failures: 0,
-            retry_at: None,
-            importance_since_reflection,
-            stuck_at: None,
-            chat_usage: ChatUsage::default(),
-            ticks: 0,
-        };
-        agent.note_usage();
-        Ok(agent)
-    }
-
     /// The agent's id.
     pub fn id(&self) -> &AgentId {
         &self.id
@@ -256,101 +179,6 @@ impl Agent {
             self.config.compaction.max_context_tokens,
         )
         .fraction())
-    }
-
-    /// Takes input: appends it to history (or resolves a tool call) at once, so nothing is lost.
-    ///
-    /// Input larger than the agent's input limit
-    /// ([`CompactionConfig::input_limit`](somna_core::config::CompactionConfig::input_limit)) is
-    /// refused with [`InboundError::TooLarge`] before anything is written, so one input can never
-    /// put the agent beyond what compaction can repair.
-    pub fn inbound(&mut self, input: Inbound) -> Result<(), InboundError> {
-        self.inbound_via(input, None)
-    }
-
-    /// [`Agent::inbound`] of an input another node enqueued for this agent (a cluster's inbox):
-    /// the inbox entry `key` is taken in the append's transaction, so the input reaches history
-    /// once; an entry already delivered is skipped.
-    pub fn inbound_from_inbox(&mut self, key: &[u8], input: Inbound) -> Result<(), InboundError> {
-        self.inbound_via(input, Some(key))
-    }
-
-    fn inbound_via(&mut self, input: Inbound, inbox: Option<&[u8]>) -> Result<(), InboundError> {
-        if input.is_blank() {
-            return Err(InboundError::Empty);
-        }
-        let now = self.deps.clock.now();
-        match input {
-            Inbound::User { content, name } => {
-                let mut m = Message::user(content).at(now);
-                m.name = name;
-                let m = self.admit(m)?;
-                if self.append_counted(m, inbox)? {
-                    self.needs_reply = true;
-                }
-            }
-            Inbound::Observation { content } => {
-                let m = self.admit(
-                    Message::user(format!("[observation] {content}"))
-                        .with_name("world")
-                        .at(now),
-                )?;
-                if self.append_counted(m, inbox)? {
-                    self.observations.push(content);
-                }
-            }
-            Inbound::ToolResult { call_id, content } => {
-                let Some(i) = self.pending_tools.iter().position(|p| p.call_id == call_id) else {
-                    return Err(InboundError::UnknownToolCall(call_id));
-                };
-                let m = self.admit(Message::tool_result(call_id, content).at(now))?;
-                if !self.append_counted(m, inbox)? {
-                    return Ok(());
-                }
-                self.pending_tools.remove(i);
-                if self.pending_tools.is_empty() {
-                    self.needs_reply = true;
-                    if self.state == AgentState::WaitingForTools {
-                        self.set_state(AgentState::Idle);
-                    }
-                }
-            }
-        }
-        self.note_usage();
-        Ok(())
-    }
-
-    fn append(&self, mut m: Message) -> Result<Message, StoreError> {
-        m.tokens = self.counter.count_message(&m);
-        self.deps.store.append(&self.id, m, self.deps.clock.now())
-    }
-
-    /// Counts an input message and checks it against the input limit; the counted message (its
-    /// `tokens` set) when it fits.
-    fn admit(&self, mut m: Message) -> Result<Message, InboundError> {
-        m.tokens = self.counter.count_message(&m);
-        let tokens = self
-            .counter
-            .calibrated(u64::from(m.tokens), &self.calibration);
-        let limit = self.config.compaction.input_limit();
-        if tokens > u64::from(limit) {
-            return Err(InboundError::TooLarge { tokens, limit });
-        }
-        Ok(m)
-    }
-
-    /// Appends a message [`Agent::admit`] counted, taking its inbox entry when it came through the
-    /// inbox; false when that entry was delivered already (nothing appended).
-    fn append_counted(&self, m: Message, inbox: Option<&[u8]>) -> Result<bool, StoreError> {
-        let now = self.deps.clock.now();
-        match inbox {
-            None => self.deps.store.append(&self.id, m, now).map(|_| true),
-            Some(key) => Ok(self
-                .deps
-                .store
-                .append_from_inbox(&self.id, key, m, now)?
-                .is_some()),
-        }
     }
 
     /// Whether a tick now could start anything: the agent is idle or waits on host tools, and
@@ -478,7 +306,7 @@ impl Agent {
             self.importance_since_reflection = 0;
         }
         if let JobKind::Emergency { .. } = kind {
-            self.note_emergency_result(now);
+            self.note_emergency_result(now, out.compaction.as_ref());
         }
         let stepped = matches!(kind, JobKind::Step | JobKind::Emergency { then_step: true });
         if let Some(err) = &out.error {
@@ -555,8 +383,9 @@ impl Agent {
 
     /// After an emergency compaction: still over the threshold means the rest of the prompt (the
     /// preserve window, the persona, the working context) is too large to fix by compacting; say
-    /// so once and wait for the history to change before trying again.
-    fn note_emergency_result(&mut self, now: Timestamp) {
+    /// so once, with the reason the compaction gave, and wait for the history to change before
+    /// trying again.
+    fn note_emergency_result(&mut self, now: Timestamp, outcome: Option<&CompactionOutcome>) {
         let (Ok(usage), Ok(tokens)) = (self.usage(), self.deps.store.usage_tokens(&self.id)) else {
             return;
         };
@@ -565,18 +394,20 @@ impl Agent {
             return;
         }
         if self.stuck_at.is_none() {
-            let fixed = self.fixed_tokens();
-            let reason = match self
-                .deps
-                .compactor
-                .over_threshold(&self.id, &self.config, fixed)
-            {
-                Ok(Some(why)) => why,
-                Ok(None) | Err(_) => format!(
+            let reason = match outcome {
+                Some(
+                    CompactionOutcome::Done(CompactionReport { stuck, .. })
+                    | CompactionOutcome::Skipped { stuck, .. },
+                ) => stuck.clone(),
+                Some(CompactionOutcome::Failed { reason, .. }) => Some(reason.clone()),
+                _ => None,
+            }
+            .unwrap_or_else(|| {
+                format!(
                     "usage is still {:.0}% after an emergency compaction",
                     usage * 100.0
-                ),
-            };
+                )
+            });
             self.deps.events.emit(
                 now,
                 Event::EmergencyStuck {
@@ -717,77 +548,12 @@ pub enum ConfigureError {
     Store(#[from] StoreError),
 }
 
-/// The host tool calls of the live history that no tool result answers yet, so that a restart
-/// keeps waiting for them. Only the last assistant message with tool calls can have any (a step
-/// waits for every call before the next), and only calls to the agent's host tools (built-in
-/// calls are answered within the step). A restart gives the host a fresh `tool_timeout`.
-fn unanswered_host_calls(
-    store: &Store,
-    id: &AgentId,
-    config: &AgentConfig,
-    now: Timestamp,
-) -> Result<Vec<PendingTool>, StoreError> {
-    if config.tools.is_empty() {
-        return Ok(Vec::new());
-    }
-    // Read the tail in growing pieces until it holds an assistant message with tool calls (or it
-    // is the whole history): the calls are normally among the last few messages.
-    let mut n = 16;
-    let tail = loop {
-        let tail = store.history_tail(id, n)?;
-        if tail.len() < n || tail.iter().any(|m| !m.tool_calls.is_empty()) {
-            break tail;
-        }
-        n *= 4;
-    };
-    let Some(at) = tail.iter().rposition(|m| !m.tool_calls.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    let answered: Vec<&str> = tail[at + 1..]
-        .iter()
-        .filter_map(|m| m.tool_call_id.as_deref())
-        .collect();
-    let deadline = now.saturating_add(config.tool_timeout);
-    Ok(tail[at]
-        .tool_calls
-        .iter()
-        .filter(|c| !answered.contains(&c.id.as_str()))
-        .filter(|c| config.tools.iter().any(|t| t.name == c.name))
-        .map(|c| PendingTool {
-            call_id: c.id.clone(),
-            name: c.name.clone(),
-            deadline,
-        })
-        .collect())
-}
-
-/// Sum of importance of the journal entries written since the last reflection.
-fn importance_since_last_reflection(store: &Store, id: &AgentId) -> Result<u64, StoreError> {
-    let last = store
-        .query_journal(
-            id,
-            &JournalQuery {
-                source_type: Some(SourceType::Reflection),
-                limit: Some(1),
-                ..Default::default()
-            },
-        )?
-        .first()
-        .map(|e| e.id);
-    let entries = store.query_journal(id, &JournalQuery::default())?;
-    Ok(entries
-        .iter()
-        .filter(|e| last.is_none_or(|l| e.id > l))
-        .filter(|e| e.source_type != SourceType::Compaction)
-        .map(|e| u64::from(e.importance))
-        .sum())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use crate::error_chain as chain;
+    use crate::protocol::InboundError;
 
     fn unknown() -> StoreError {
         crate::unknown_agent("ada")

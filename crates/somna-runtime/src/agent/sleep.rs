@@ -8,8 +8,7 @@ use somna_llm::grounding::{self, Grounder};
 use somna_llm::prompts::{self, Consolidation};
 
 use super::job::{JobContext, JobError, JobOutcome, SleepFailure};
-use crate::compactor::CompactionOutcome;
-use crate::events::Event;
+use crate::protocol::{CompactionOutcome, Event};
 
 /// Most journal entries one consolidation handles (the rest wait for the next sleep).
 const CONSOLIDATION_BATCH: usize = 50;

@@ -16,7 +16,8 @@ use somna_llm::transcript::Turn;
 use somna_store::{CommitOutcome, CompactionCommit};
 
 use super::summarize::{Summary, body_grounder};
-use super::{CompactError, CompactRequest, CompactionReport, Compactor, STALL_REDUCTION_PCT};
+use super::{CompactError, CompactRequest, Compactor, STALL_REDUCTION_PCT};
+use crate::protocol::CompactionReport;
 
 /// The outcome of trying to commit one summary.
 pub(super) enum Committed {
@@ -105,6 +106,11 @@ impl Compactor {
             all.add(extraction_grounding);
             all
         });
+        // Usage as the thresholds compare it: calibrated by the factor applied now, kept in the
+        // record so that what it shows later does not depend on a factor learned since.
+        let factor = self.calibration(req.agent, counter)?;
+        let window = req.config.compaction.max_context_tokens;
+        let usage_after = Usage::new(tokens_after, 0, factor, window);
         let record = CompactionRecord {
             at: req.now,
             trigger: req.trigger,
@@ -115,6 +121,8 @@ impl Compactor {
             preserved: plan.tail.len() as u32,
             tokens_before,
             tokens_after,
+            usage_before: Some(plan.usage),
+            usage_after: Some(usage_after.fraction()),
             synthesis_entry: None,
             generation: plan.generation,
             grounding,
@@ -154,13 +162,6 @@ summaries of summaries may lose accuracy"
                     tokens_before,
                     tokens_after,
                     pct
-                );
-                let factor = self.calibration(req.agent, counter)?;
-                let usage_after = Usage::new(
-                    tokens_after,
-                    0,
-                    factor,
-                    req.config.compaction.max_context_tokens,
                 );
                 Ok(Committed::Done(CompactionReport {
                     preserved: record.preserved,

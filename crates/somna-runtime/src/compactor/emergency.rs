@@ -16,7 +16,8 @@ use somna_store::{CommitOutcome, Store};
 
 use super::commit::Committed;
 use super::summarize::Summary;
-use super::{CompactError, CompactRequest, CompactionOutcome, CompactionReport, Compactor};
+use super::{CompactError, CompactRequest, Compactor};
+use crate::protocol::{CompactionOutcome, CompactionReport};
 
 impl Compactor {
     /// Emergency fallback: masking, then the builtin extractive summary, then archiving the oldest
@@ -160,8 +161,9 @@ impl Compactor {
         match last_report {
             Some(report) => {
                 tracing::warn!(agent = %req.agent, %stuck, "emergency fallback could not reach the threshold");
-                let report = report.measured_from(tokens_before);
-                self.log_fallback(req, &reason, steps, &report, Some(stuck))?;
+                let mut report = report.measured_from(tokens_before);
+                self.log_fallback(req, &reason, steps, &report, Some(stuck.clone()))?;
+                report.stuck = Some(stuck);
                 Ok(CompactionOutcome::Done(report))
             }
             None => {

@@ -3,8 +3,9 @@
 //!
 //! - this file: [`Compactor`] (one compaction per agent at a time), [`Compactor::compact`] (the
 //!   plan, then what follows from the summary), [`Compactor::uncompact`].
-//! - `outcome.rs`: what goes in and comes out ([`CompactRequest`], [`CompactionOutcome`],
-//!   [`CompactionReport`], [`CompactError`]).
+//! - `request.rs`: what goes in ([`CompactRequest`]) and the engine's one error
+//!   ([`CompactError`]); what comes out ([`CompactionOutcome`], [`CompactionReport`]) is in
+//!   [`crate::protocol`].
 //! - `summarize.rs`: the LLM summary of a plan's body, in chunks and merges, and its validation.
 //! - `commit.rs`: the summary message, the stall guard, the pre-compaction extraction and the
 //!   one-transaction commit.
@@ -13,10 +14,10 @@
 
 mod commit;
 mod emergency;
-mod outcome;
+mod request;
 mod summarize;
 
-pub use outcome::{CompactError, CompactRequest, CompactionOutcome, CompactionReport};
+pub use request::{CompactError, CompactRequest};
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,8 @@ use somna_llm::LlmClient;
 use somna_store::{Store, UncompactOutcome};
 
 use commit::Committed;
+
+use crate::protocol::CompactionOutcome;
 
 /// A compaction that saves less than this share of the live history's tokens is a stall: it is not
 /// committed.
@@ -117,9 +120,15 @@ impl Compactor {
         let plan = match outcome {
             PlanOutcome::Skip(s) => {
                 tracing::debug!(agent = %req.agent, trigger = %req.trigger, reason = %s.reason, "compaction skipped");
+                let stuck = if req.trigger == Trigger::Emergency {
+                    self.over_threshold(req.agent, req.config, req.fixed_tokens)?
+                } else {
+                    None
+                };
                 return Ok(CompactionOutcome::Skipped {
                     reason: s.reason,
                     usage: s.usage,
+                    stuck,
                 });
             }
             PlanOutcome::Plan(p) => p,
@@ -147,7 +156,13 @@ impl Compactor {
                     )
                     .await?
                 {
-                    Committed::Done(report) => return Ok(CompactionOutcome::Done(report)),
+                    Committed::Done(mut report) => {
+                        if req.trigger == Trigger::Emergency {
+                            report.stuck =
+                                self.over_threshold(req.agent, req.config, req.fixed_tokens)?;
+                        }
+                        return Ok(CompactionOutcome::Done(report));
+                    }
                     Committed::Stalled(pct) if req.trigger != Trigger::Emergency => {
                         self.log_failure(
                             &req,

@@ -1,10 +1,16 @@
-//! The runtime as one node of a cluster (`somna run --cluster`): a membership thread that, every
+//! The runtime as one node of a cluster (`somna run --cluster`): a membership task that, every
 //! `[cluster] renew_every`, heartbeats, renews this node's shard leases in one statement, works out
-//! by rendezvous hashing over the live nodes which shards it should own, gives back (after draining
-//! their agents) those it no longer wins, and acquires — at most `acquire_per_round` a round — those
-//! it wins, starting their agents on a loader thread (so renewals keep their cadence while a
-//! takeover loads thousands of agents). The store fences every write by the lease (somna-store's
-//! `cluster`), so a node that lost a lease cannot write even before this thread notices.
+//! by rendezvous hashing over the live nodes which shards it should own ([`RoundPlan`], decided
+//! without the database), gives back (after draining their agents) those it no longer wins, and
+//! acquires — at most `acquire_per_round` a round — those it wins, starting their agents on a
+//! loader task (so renewals keep their cadence while a takeover loads thousands of agents); and an
+//! inbox task that delivers the inputs other nodes enqueued. The store fences every write by the
+//! lease (somna-store's `cluster`), so a node that lost a lease cannot write even before the
+//! membership task notices.
+//!
+//! The tasks run on the runtime's job pool; what they do with the store (blocking calls) runs on
+//! its blocking threads. They hold the runtime weakly and end when it is dropped or when
+//! `Runtime::shutdown` says stop (the watch channel handed to [`start`]).
 //!
 //! Self-fencing: a node that could not renew for `lease_ttl − renew_every` (its leases may be about
 //! to expire, or a survivor may already hold them) stops all its agents and forgets its leases.
@@ -12,9 +18,11 @@
 //! at once.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak, mpsc};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, mpsc, watch};
 
 use somna_core::AgentId;
 use somna_core::config::{AgentConfig, ClusterSection};
@@ -23,69 +31,80 @@ use somna_store::cluster::{shard_of, wanted_shards};
 use super::{Inner, Runtime};
 use crate::ops;
 
-/// Starts the membership and inbox threads of a runtime whose store is a cluster node. They hold
-/// the runtime weakly and end when it is dropped or `stop` is set.
-pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: &Arc<AtomicBool>) {
-    type Body = fn(&Weak<Inner>, &ClusterSection, &AtomicBool);
-    let threads: [(&str, Body); 2] = [
-        ("somna-cluster", membership_loop),
-        ("somna-inbox", inbox_loop),
-    ];
-    for (name, body) in threads {
-        let (weak, section, stop) = (
-            Arc::downgrade(&runtime.inner),
-            section.clone(),
-            Arc::clone(stop),
-        );
-        let spawned = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || body(&weak, &section, &stop));
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, thread = name, "cannot start a cluster thread");
-        }
-    }
+/// Starts the membership and inbox tasks of a runtime whose store is a cluster node, on its job
+/// pool. They hold the runtime weakly and end when it is dropped or `stop` turns true.
+pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: watch::Receiver<bool>) {
+    let handle = &runtime.inner.jobs.handle;
+    let weak = Arc::downgrade(&runtime.inner);
+    handle.spawn(membership(weak.clone(), section.clone(), stop.clone()));
+    handle.spawn(inbox(weak, section.clone(), stop));
 }
 
-fn membership_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
-    let Some(loader) = Loader::start(weak, section.shards) else {
-        return;
+/// Resolves once `stop` turns true, or at once when its sender is gone (the runtime dropped).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// What the membership task keeps between rounds.
+struct Membership {
+    section: ClusterSection,
+    loader: Loader,
+    /// When the last successful renewal started (the leases run from no earlier than that).
+    last_renewed: Instant,
+}
+
+/// The membership task: a [`round`] every `renew_every` (sooner while it catches up), until the
+/// runtime is dropped or stopped.
+async fn membership(weak: Weak<Inner>, section: ClusterSection, mut stop: watch::Receiver<bool>) {
+    let loader = Loader::start(&weak, section.shards);
+    let mut state = Membership {
+        section,
+        loader: loader.clone(),
+        last_renewed: Instant::now(),
     };
-    let mut last_renewed = Instant::now();
     loop {
+        if *stop.borrow() {
+            return;
+        }
+        let Some(inner) = weak.upgrade() else { return };
         let started = Instant::now();
-        let more = {
-            let Some(inner) = weak.upgrade() else { return };
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
+        // The round's store calls block: they run on a blocking thread of the pool.
+        let ran = tokio::task::spawn_blocking(move || {
             let runtime = Runtime { inner };
-            round(&runtime, section, &loader, &mut last_renewed).unwrap_or_else(|e| {
+            let more = round(
+                &runtime,
+                &state.section,
+                &state.loader,
+                &mut state.last_renewed,
+            )
+            .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "cluster round failed");
                 false
-            })
+            });
+            (state, more)
+        })
+        .await;
+        let more;
+        (state, more) = match ran {
+            Ok(ran) => ran,
+            Err(e) => {
+                tracing::error!(error = %e, "a cluster round panicked: this node stops taking part");
+                return;
+            }
         };
         // A round that took its quota of shards and wins more is followed sooner (at the latest
         // after a quarter period; at once when the loader is done): the agents of a shard nobody
         // holds are not running (a dead node's, or ones another node gave back).
         let period = if more {
-            section.renew_every / CATCH_UP
+            state.section.renew_every / CATCH_UP
         } else {
-            section.renew_every
+            state.section.renew_every
         };
-        let spent = started.elapsed();
-        let mut left = period.saturating_sub(spent);
-        // Sleep in short steps so a shutdown is noticed quickly, and a node catching up takes its
-        // next shards as soon as the agents of the last ones run.
-        while !left.is_zero() {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let step = left.min(Duration::from_millis(50));
-            std::thread::sleep(step);
-            left = left.saturating_sub(step);
-            if more && loader.is_idle() {
-                break;
-            }
+        let left = period.saturating_sub(started.elapsed());
+        tokio::select! {
+            () = tokio::time::sleep(left) => {}
+            () = loader.idle(), if more => {}
+            () = stopped(&mut stop) => return,
         }
     }
 }
@@ -254,43 +273,69 @@ impl RoundPlan {
     }
 }
 
-/// Starts the agents of acquired shards on a thread of its own, so the membership thread keeps
+/// Starts the agents of acquired shards on a task of its own, so the membership task keeps
 /// renewing (and, cut off from the database, fences itself) on time however long a takeover's
-/// loading takes, or hangs on a dead connection.
+/// loading takes, or hangs on a dead connection. Cheap to clone; the task ends when every handle
+/// is dropped.
+#[derive(Clone)]
 struct Loader {
-    queue: mpsc::Sender<Vec<AgentConfig>>,
+    queue: mpsc::UnboundedSender<Vec<AgentConfig>>,
     /// Agents handed over and not yet started (or given up).
     pending: Arc<AtomicUsize>,
+    /// Told when `pending` comes back to zero.
+    done: Arc<Notify>,
 }
 
 impl Loader {
-    /// The loader thread of the runtime `weak` holds; it ends when this handle is dropped.
-    fn start(weak: &Weak<Inner>, shards: u32) -> Option<Loader> {
-        let (queue, batches) = mpsc::channel::<Vec<AgentConfig>>();
-        let pending = Arc::new(AtomicUsize::new(0));
-        let (weak, left) = (weak.clone(), Arc::clone(&pending));
-        let spawned = std::thread::Builder::new()
-            .name("somna-loader".into())
-            .spawn(move || {
-                for batch in batches {
-                    let n = batch.len();
-                    if let Some(inner) = weak.upgrade() {
+    /// The loader task of the runtime `weak` holds, on the current runtime (the job pool).
+    fn start(weak: &Weak<Inner>, shards: u32) -> Loader {
+        let (queue, mut batches) = mpsc::unbounded_channel::<Vec<AgentConfig>>();
+        let loader = Loader {
+            queue,
+            pending: Arc::new(AtomicUsize::new(0)),
+            done: Arc::new(Notify::new()),
+        };
+        let (weak, pending, done) = (
+            weak.clone(),
+            Arc::clone(&loader.pending),
+            Arc::clone(&loader.done),
+        );
+        tokio::spawn(async move {
+            while let Some(batch) = batches.recv().await {
+                let n = batch.len();
+                if let Some(inner) = weak.upgrade() {
+                    let started = tokio::task::spawn_blocking(move || {
                         start_agents(&Runtime { inner }, batch, shards);
+                    })
+                    .await;
+                    if let Err(e) = started {
+                        tracing::error!(error = %e, "starting the agents of acquired shards panicked");
                     }
-                    left.fetch_sub(n, Ordering::SeqCst);
                 }
-            });
-        match spawned {
-            Ok(_) => Some(Loader { queue, pending }),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start the cluster's loader thread");
-                None
+                if pending.fetch_sub(n, Ordering::SeqCst) == n {
+                    done.notify_waiters();
+                }
             }
-        }
+        });
+        loader
     }
 
     fn is_idle(&self) -> bool {
         self.pending.load(Ordering::SeqCst) == 0
+    }
+
+    /// Resolves once every agent handed over is started (or given up).
+    async fn idle(&self) {
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            // Registered before the check, so a batch that ends in between is not missed.
+            done.as_mut().enable();
+            if self.is_idle() {
+                return;
+            }
+            done.await;
+        }
     }
 
     fn load(&self, configs: Vec<AgentConfig>) {
@@ -408,61 +453,43 @@ fn events_subject(runtime: &Runtime) -> Option<String> {
 struct NodeEvent {
     node: String,
     #[serde(flatten)]
-    stamped: crate::events::Stamped,
+    stamped: crate::protocol::Stamped,
 }
 
-/// The inbox thread: every `poll_every`, or at once on a NATS wake-up, it delivers the inputs
+/// The inbox task: every `poll_every`, or at once on a NATS wake-up, it delivers the inputs
 /// other nodes enqueued for the agents this node hosts.
-fn inbox_loop(weak: &Weak<Inner>, section: &ClusterSection, stop: &AtomicBool) {
-    let (wake_tx, wake_rx) = std::sync::mpsc::channel::<()>();
+async fn inbox(weak: Weak<Inner>, section: ClusterSection, mut stop: watch::Receiver<bool>) {
+    // A wake-up that comes while a pass runs is kept (one permit): bursts coalesce into one pass.
+    let wake = Arc::new(Notify::new());
     let mut subscribed = false;
     let mut rounds: u64 = 0;
     loop {
-        {
-            let Some(inner) = weak.upgrade() else { return };
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let runtime = Runtime { inner };
-            // (Re)connect to NATS now and then until it works; a subscription survives outages
-            // (the client reconnects by itself).
-            if !section.nats_url.is_empty() && !subscribed && rounds % 10 == 0 {
-                subscribed = subscribe(&runtime, section, wake_tx.clone());
-            }
-            rounds += 1;
-            if let Err(e) = deliver(&runtime) {
-                tracing::warn!(error = %e, "cannot read the cluster inbox");
-            }
+        if *stop.borrow() {
+            return;
         }
-        // Wait for a wake-up or the poll interval, in short steps so a shutdown is noticed.
-        let deadline = Instant::now() + section.poll_every;
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match wake_rx.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(()) => {
-                    // Coalesce a burst of wake-ups into one pass.
-                    while wake_rx.try_recv().is_ok() {}
-                    break;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
-            }
+        let Some(inner) = weak.upgrade() else { return };
+        let runtime = Runtime { inner };
+        // (Re)connect to NATS now and then until it works; a subscription survives outages
+        // (the client reconnects by itself).
+        if !section.nats_url.is_empty() && !subscribed && rounds % 10 == 0 {
+            subscribed = subscribe(&runtime, &section, Arc::clone(&wake)).await;
+        }
+        rounds += 1;
+        match tokio::task::spawn_blocking(move || deliver(&runtime)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot read the cluster inbox"),
+            Err(e) => tracing::error!(error = %e, "delivering the cluster inbox panicked"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(section.poll_every) => {}
+            () = wake.notified() => {}
+            () = stopped(&mut stop) => return,
         }
     }
 }
 
 /// Connects to NATS (once) and forwards every wake-up on the store's subject to `wake`.
-fn subscribe(
-    runtime: &Runtime,
-    section: &ClusterSection,
-    wake: std::sync::mpsc::Sender<()>,
-) -> bool {
+async fn subscribe(runtime: &Runtime, section: &ClusterSection, wake: Arc<Notify>) -> bool {
     let handle = runtime.inner.jobs.handle.clone();
     // Credentials go to the client apart from the URL: async-nats logs the URL it connects to
     // (at debug level), password included.
@@ -473,7 +500,7 @@ fn subscribe(
         Some((bare, user, password)) => (bare, Some((user, password))),
         None => (url.to_string(), None),
     };
-    let connected = handle.block_on(async move {
+    let connected = async move {
         let options = match credentials {
             Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
             None => async_nats::ConnectOptions::new(),
@@ -490,7 +517,8 @@ fn subscribe(
                 None
             }
         }
-    });
+    }
+    .await;
     let Some(client) = connected else {
         return false;
     };
@@ -499,7 +527,7 @@ fn subscribe(
     else {
         return false;
     };
-    let subscription = handle.block_on(client.subscribe(wake_subject));
+    let subscription = client.subscribe(wake_subject).await;
     let mut subscription = match subscription {
         Ok(s) => s,
         Err(e) => {
@@ -507,7 +535,7 @@ fn subscribe(
             return false;
         }
     };
-    let events = match handle.block_on(client.subscribe(events_subject.clone())) {
+    let events = match client.subscribe(events_subject.clone()).await {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::warn!(error = %e, "cannot subscribe to the cluster's events on NATS");
@@ -518,9 +546,7 @@ fn subscribe(
     handle.spawn(async move {
         use futures::StreamExt as _;
         while subscription.next().await.is_some() {
-            if wake.send(()).is_err() {
-                break;
-            }
+            wake.notify_one();
         }
     });
     fan_out_events(runtime, &handle, &client, events_subject, events);
@@ -617,7 +643,7 @@ fn deliver(runtime: &Runtime) -> Result<usize, somna_store::StoreError> {
         }));
         match sent {
             Ok(Ok(())) => delivered += 1,
-            Ok(Err(crate::agent::InboundError::Store(e))) => {
+            Ok(Err(crate::protocol::InboundError::Store(e))) => {
                 // Fenced (the shard moved) or a storage failure: the entry stays for the owner.
                 tracing::debug!(agent = %item.agent, error = %e, "inbox delivery failed; will retry");
             }

@@ -14,69 +14,24 @@ use actix::prelude::*;
 use somna_core::AgentId;
 use somna_core::config::{AgentConfig, AgentOverrides, ResolvedConfig};
 use somna_llm::LlmClient;
-use somna_store::{Store, StoreError};
+use somna_store::Store;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::actor::{self, AgentActor, SleepResult};
-use crate::agent::{
-    Agent, AgentDeps, AgentLoadError, AgentStatus, ConfigureError, Inbound, InboundError,
-};
+use crate::actor::{self, AgentActor};
+use crate::agent::{Agent, AgentDeps, ConfigureError};
 use crate::clock::Clock;
-use crate::compactor::{CompactionOutcome, Compactor};
-use crate::events::{EventBus, Stamped};
+use crate::compactor::Compactor;
+use crate::events::EventBus;
 use crate::gauges::{AgentGauge, AgentGauges, AgentGaugesSnapshot};
 use crate::ops;
+use crate::protocol::{AgentStatus, Inbound, InboundError};
+use crate::protocol::{CompactionOutcome, SleepResult, Stamped, UncompactError};
 use crate::scheduler::{self, Scheduler};
 use crate::stats::TickStats;
 
 /// How long shutdown waits for in-flight jobs before abandoning them (a commit is atomic, so an
 /// abandoned job loses nothing).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
-
-/// Runtime errors callers can match on.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    #[error("unknown agent \"{0}\"")]
-    UnknownAgent(AgentId),
-    /// A cluster node was asked to run a command for an agent another node runs (`host`; `None`
-    /// while its shard changes hands).
-    #[error("agent \"{agent}\" {}", match host {
-        Some(node) => format!("runs on node {node:?}; send this command to that node"),
-        None => "is between nodes (its shard is changing hands); try again shortly".to_string(),
-    })]
-    NotHosted {
-        agent: AgentId,
-        host: Option<String>,
-    },
-    #[error("agent \"{0}\" already exists")]
-    AgentExists(AgentId),
-    #[error("agent \"{0}\": {1}")]
-    Input(AgentId, InboundError),
-    #[error("agent \"{0}\": {1}")]
-    Configure(AgentId, ConfigureError),
-    #[error("agent \"{0}\": {1}")]
-    Load(AgentId, AgentLoadError),
-    #[error("agent \"{0}\" is not reachable (stopped or overloaded)")]
-    Mailbox(AgentId),
-    /// The agent could not read its status from the store.
-    #[error("agent \"{0}\": status: {1}")]
-    Status(AgentId, StoreError),
-    #[error("the runtime is shutting down")]
-    ShuttingDown,
-    #[error("cannot start the job pool: {0}")]
-    JobPool(std::io::Error),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The agent could not take the request: it is stopping or has too many requests queued.
-    #[error("agent \"{0}\" is busy (stopping, or too many requests queued)")]
-    Busy(AgentId),
-    /// An agent operation refused or failed (see [`ops::OpsError`]).
-    #[error(transparent)]
-    Ops(ops::OpsError),
-}
-
-/// Result alias for runtime operations.
-pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
 
 /// Knobs of the runtime that are not in runtime.toml.
 #[derive(Debug, Clone)]
@@ -132,8 +87,9 @@ struct Inner {
     /// Agents by state and usage, counted by the agents themselves.
     gauges: AgentGauges,
     jobs: JobPool,
-    /// Set at shutdown: stops the cluster membership thread (cluster mode only).
-    cluster_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Turned true at shutdown: stops the cluster's membership and inbox tasks (cluster mode
+    /// only).
+    cluster_stop: tokio::sync::watch::Sender<bool>,
     /// The NATS client of a cluster node, once connected (inbox wake-ups).
     nats: std::sync::OnceLock<async_nats::Client>,
     /// Semantic retrieval's embedder, handed to every agent.
@@ -150,6 +106,9 @@ struct Hosted {
 }
 
 mod cluster;
+mod error;
+
+pub use error::{Result, RuntimeError};
 
 /// The worker pool agents' jobs run on (LLM calls, compactions, store reads for prompts).
 #[derive(Debug)]
@@ -220,7 +179,7 @@ impl Runtime {
                 jobs,
                 llm,
                 config,
-                cluster_stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                cluster_stop: tokio::sync::watch::Sender::new(false),
                 nats: std::sync::OnceLock::new(),
                 semantic: options.semantic,
             }),
@@ -230,7 +189,7 @@ impl Runtime {
             cluster::start(
                 &runtime,
                 &runtime.inner.config.cluster,
-                &runtime.inner.cluster_stop,
+                runtime.inner.cluster_stop.subscribe(),
             );
             return Ok(runtime);
         }
@@ -595,8 +554,8 @@ impl Runtime {
             .map_err(|_| RuntimeError::Mailbox(id.clone()))?
         {
             Ok(outcome) => outcome,
-            Err(actor::UncompactError::Busy) => return Err(RuntimeError::Busy(id.clone())),
-            Err(actor::UncompactError::Store(e)) => return Err(RuntimeError::Store(e)),
+            Err(UncompactError::Busy) => return Err(RuntimeError::Busy(id.clone())),
+            Err(UncompactError::Store(e)) => return Err(RuntimeError::Store(e)),
         };
         self.durable_ack().await?;
         Ok(outcome)
@@ -688,9 +647,7 @@ impl Runtime {
     /// (up to `grace`; an abandoned job loses nothing since commits are atomic), stop the
     /// Arbiters, and flush sled to disk.
     pub async fn shutdown(&self, grace: Duration) -> Result<()> {
-        self.inner
-            .cluster_stop
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.cluster_stop.send_replace(true);
         if let Some(s) = &self.inner.scheduler {
             let _ = s.send(scheduler::StopScheduling).await;
         }
@@ -809,47 +766,5 @@ mod hosting_tests {
         assert_eq!(runtime.agent_gauges().agents(), 2);
         runtime.shutdown(Duration::from_secs(5)).await.unwrap();
         assert_eq!(runtime.agent_gauges().agents(), 0);
-    }
-}
-
-#[cfg(test)]
-mod error_tests {
-    use super::*;
-    use crate::actor::UncompactError;
-    use crate::compactor::CompactError;
-    use crate::import::ImportError;
-
-    use crate::error_chain as chain;
-
-    fn unknown() -> StoreError {
-        crate::unknown_agent("ghost")
-    }
-
-    /// Every wrapper of a store error says it once under `{:#}`, and keeps it matchable.
-    #[test]
-    fn store_errors_print_their_cause_once() {
-        let wrapped: Vec<Box<dyn std::error::Error>> = vec![
-            Box::new(RuntimeError::from(unknown())),
-            Box::new(RuntimeError::Status(
-                AgentId::new("ghost").unwrap(),
-                unknown(),
-            )),
-            Box::new(UncompactError::from(unknown())),
-            Box::new(CompactError::from(unknown())),
-            Box::new(ImportError::from(unknown())),
-            Box::new(ImportError::from(CompactError::from(unknown()))),
-        ];
-        for e in wrapped {
-            let text = chain(e.as_ref());
-            assert_eq!(
-                text.matches("unknown agent ghost").count(),
-                1,
-                "{e:?} prints {text:?}"
-            );
-        }
-        assert!(matches!(
-            UncompactError::from(unknown()),
-            UncompactError::Store(StoreError::UnknownAgent(_))
-        ));
     }
 }

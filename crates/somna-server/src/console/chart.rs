@@ -76,11 +76,11 @@ pub(crate) fn undoable(events: &[LoggedEvent]) -> Option<u64> {
     standing.last().map(|(seq, _)| *seq)
 }
 
-/// The marks and the usage line of an agent's log (oldest first), `window` tokens wide. The
-/// logged token counts are local
-/// counts; they are calibrated by `factor` (the agent's applied factor now: a record does not keep
-/// the one of its time), so that the line is on the scale of the current usage and the
-/// thresholds, which are calibrated.
+/// The marks and the usage line of an agent's log (oldest first), `window` tokens wide. A
+/// compaction record keeps its usage as calibrated at the time and is drawn at it; older records
+/// and masking events keep only local token counts, calibrated here by `factor` (the agent's
+/// applied factor now), so that the whole line is on the scale of the usage and the thresholds,
+/// which are calibrated.
 pub(crate) fn marks(events: &[LoggedEvent], window: u64, factor: f64) -> Vec<Marked> {
     let factor = if factor.is_finite() {
         factor.max(1.0)
@@ -102,8 +102,8 @@ pub(crate) fn marks(events: &[LoggedEvent], window: u64, factor: f64) -> Vec<Mar
                     } else {
                         Mark::Compaction
                     },
-                    Some(frac(r.tokens_before)),
-                    Some(frac(r.tokens_after)),
+                    Some(r.usage_before.unwrap_or_else(|| frac(r.tokens_before))),
+                    Some(r.usage_after.unwrap_or_else(|| frac(r.tokens_after))),
                     format!(
                         "{} compaction: {} → {} tokens{}",
                         r.trigger,
@@ -344,6 +344,14 @@ mod tests {
         // Calibrated as the thresholds are: 300 local tokens at 1.2 are 0.36 of the window.
         let calibrated = super::marks(&events, 1000, 1.2);
         assert!((calibrated[0].after.unwrap() - 0.36).abs() < 1e-9);
+        // A record that kept its calibrated usage is drawn at it, whatever the factor is now.
+        let kept = CompactionRecord {
+            usage_before: Some(0.95),
+            usage_after: Some(0.42),
+            ..record(Timestamp(60_000), Trigger::Sleep, 800, 300)
+        };
+        let drawn = super::marks(&[logged(0, EventRecord::Compaction(kept))], 1000, 1.2);
+        assert_eq!((drawn[0].before, drawn[0].after), (Some(0.95), Some(0.42)));
         let svg = svg(&marks, Timestamp(240_000), 0.4, 0.7, 0.8);
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         for mark in [Mark::Compaction, Mark::Sleep, Mark::Emergency] {

@@ -1,32 +1,65 @@
-//! What goes into a compaction and what comes out: the request, the outcome (expected results are
-//! values), the report of a committed compaction, and the one error the engine cannot turn into
-//! an outcome.
+//! The answers to requests an agent runs between jobs: a sleep ([`SleepResult`]), a compaction
+//! ([`CompactionOutcome`], with the [`CompactionReport`] of a committed one) and an undo
+//! ([`UncompactResult`]). The actor sends them, the API serializes them, the CLI reads them back
+//! (from the API's JSON or from a job it ran itself) as the same types.
 
 use serde::{Deserialize, Serialize};
 use somna_core::compaction::SkipReason;
-use somna_core::config::AgentConfig;
 use somna_core::record::{CompactionMethod, Trigger, reduction_pct};
-use somna_core::{AgentId, GroundingCounts, Timestamp};
-use somna_store::StoreError;
+use somna_core::{GroundingCounts, Timestamp};
+use somna_store::{StoreError, UncompactOutcome};
 
-/// What the engine needs to compact one agent.
-#[derive(Debug, Clone, Copy)]
-pub struct CompactRequest<'a> {
-    pub agent: &'a AgentId,
-    pub config: &'a AgentConfig,
-    pub trigger: Trigger,
-    /// Tokens of the prompt outside history: persona and working context.
-    pub fixed_tokens: u64,
-    pub now: Timestamp,
+/// What a `Sleep` request came to. A sleep asked for while the agent is busy waits for the job in
+/// flight (up to [`MAX_DEFERRED`](crate::actor::MAX_DEFERRED) requests), then runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SleepResult {
+    /// The sleep ran; its compaction outcome (if it got that far).
+    Slept {
+        compaction: Option<CompactionOutcome>,
+        error: Option<String>,
+        /// Whether the sleep wrote a reflection (docs/memory.md).
+        #[serde(default)]
+        reflected: bool,
+        /// The durable schedule's next due time the sleep recorded, for the scheduler (which
+        /// follows the record, so that it never sends a sleep before it is due); not on the wire.
+        #[serde(skip)]
+        #[cfg_attr(feature = "openapi", schema(ignore))]
+        next_sleep_at: Option<Timestamp>,
+    },
+    /// The agent could not sleep: it is waiting on host tools, shutting down, or has too many
+    /// requests queued. Nothing ran.
+    Busy,
+}
+
+/// What an `Uncompact` request came to.
+pub type UncompactResult = Result<UncompactOutcome, UncompactError>;
+
+/// Why an uncompact did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum UncompactError {
+    #[error("the agent is busy (stopping, or too many requests queued)")]
+    Busy,
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// The result of one compaction attempt. Expected outcomes are values, not errors.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum CompactionOutcome {
     /// Nothing to do.
-    Skipped { reason: SkipReason, usage: f64 },
+    Skipped {
+        reason: SkipReason,
+        usage: f64,
+        /// An emergency compaction skipped while the prompt is at or above the emergency
+        /// threshold (the persona, working context and kept messages alone take the room): why,
+        /// in numbers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stuck: Option<String>,
+    },
     /// A summary (or fallback) was committed.
     Done(CompactionReport),
     /// The attempt failed and changed nothing; a later trigger retries.
@@ -64,13 +97,17 @@ pub struct CompactionReport {
     /// for masking and the archive marker, which no model wrote).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grounding: Option<GroundingCounts>,
+    /// An emergency compaction that left the prompt at or above the emergency threshold: why, in
+    /// numbers (what takes the room no compaction can free). `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
 }
 
 impl CompactionReport {
     /// The one constructor: what `method` compacted for `trigger`, the prompt's tokens before and
     /// after (the reduction is computed from them) and the usage after. The rest starts empty
     /// (no summary, generation 0, no fallback reason, no warning) for the caller to fill in.
-    pub(super) fn new(
+    pub(crate) fn new(
         trigger: Trigger,
         method: CompactionMethod,
         compacted: u32,
@@ -91,12 +128,13 @@ impl CompactionReport {
             fallback_reason: None,
             warning: None,
             grounding: None,
+            stuck: None,
         }
     }
 
     /// The same report with its totals measured from `tokens_before` (the last report of a
     /// fallback sequence, measured from the very start).
-    pub(super) fn measured_from(mut self, tokens_before: u64) -> Self {
+    pub(crate) fn measured_from(mut self, tokens_before: u64) -> Self {
         self.tokens_before = tokens_before;
         self.reduction_pct = reduction_pct(tokens_before, self.tokens_after);
         self
@@ -111,11 +149,4 @@ impl CompactionOutcome {
             _ => None,
         }
     }
-}
-
-/// Errors the engine cannot turn into an outcome: the store failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CompactError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }

@@ -1,6 +1,6 @@
-//! The agent's protocol: the input it takes ([`Inbound`]), why input is refused
-//! ([`InboundError`]), and what it reports ([`AgentState`], [`PendingTool`], [`AgentStatus`],
-//! [`ChatUsage`]).
+//! What an agent takes and what it reports: the input ([`Inbound`]), why input is refused
+//! ([`InboundError`]), its status ([`AgentState`], [`PendingTool`], [`AgentStatus`],
+//! [`CalibrationStatus`], [`ChatUsage`]).
 
 use serde::{Deserialize, Serialize};
 use somna_core::config::AgentConfig;
