@@ -2,12 +2,9 @@
 //! English prose and of mixed text (MB/s), and `count_message` on a typical 200-byte message.
 //!
 //! Run with `cargo bench -p somna-core --bench tokens`; the texts come from
-//! `tests/tokens/corpus.rs`, the corpus the tests pin exact counts for.
+//! `somna_testkit::corpus`, the corpus the tests pin exact counts for.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
-
-#[path = "../tests/tokens/corpus.rs"]
-mod corpus;
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -15,6 +12,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use somna_core::message::Message;
 use somna_core::tokens::{TokenCounter, Tokenizer};
+use somna_testkit::corpus;
 
 const TOKENIZERS: [Tokenizer; 3] = [Tokenizer::O200k, Tokenizer::Cl100k, Tokenizer::Heuristic];
 

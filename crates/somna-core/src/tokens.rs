@@ -10,7 +10,7 @@
 //! # The heuristic
 //!
 //! DESIGN.md first said `len/4` on bytes. Measured against o200k on the corpus in
-//! `tests/tokens/corpus.rs`, `len/4` is off by −28% (JSON) to +55% (Russian); adding "one token
+//! `somna_testkit::corpus`, `len/4` is off by −28% (JSON) to +55% (Russian); adding "one token
 //! per CJK character" still leaves −28% to +55%. That spread matters more than the average: the
 //! [`Calibration`] factor can absorb a constant bias, but not one that changes whenever an agent's
 //! mix of prose, code and tool output changes. So the heuristic follows the shape of the BPE

@@ -19,9 +19,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "tokens/corpus.rs"]
-mod corpus;
-
 use std::fmt::Write as _;
 
 use proptest::prelude::*;
@@ -30,6 +27,7 @@ use somna_core::tokens::{
     Calibration, Implausible, Observation, REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME,
     TOKENS_PER_TOOL_CALL, TokenCounter, Tokenizer,
 };
+use somna_testkit::corpus;
 
 /// (name, text, cl100k_base count, o200k_base count); see the file's doc for the sources.
 fn reference_counts() -> Vec<(&'static str, String, u32, u32)> {

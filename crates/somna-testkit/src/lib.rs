@@ -3,10 +3,13 @@
 //!
 //! - [`stub`]: [`StubLlmServer`], a real OpenAI-compatible HTTP server on loopback with scripted replies and
 //!   faults on demand ([`Reply`]), recording every request ([`RecordedRequest`]).
+//! - [`corpus`]: the fixed multilingual text corpus of somna-core's token-counting tests and
+//!   `tokens` benchmark.
 //! - [`fixtures`]: loaders for the shared fixtures in `tests/fixtures/` (the 200-turn transcript and its
 //!   hand-written expectations).
 //! - [`skip`]: [`skip()`], the one way a test that cannot run here says so (and is counted).
 
+pub mod corpus;
 pub mod fixtures;
 pub mod skip;
 pub mod stub;

@@ -1,4 +1,5 @@
-//! Layering of the override types: `merge` lays a later layer over an earlier one and `apply` lays
+//! The override types ([`AgentOverrides`], [`CompactionOverrides`], [`MemoryOverrides`]: every
+//! field optional) and their layering: `merge` lays a later layer over an earlier one and `apply` lays
 //! a layer over resolved values. In both, a field a layer sets wins and a field it leaves unset
 //! keeps the value below.
 //!
@@ -6,7 +7,114 @@
 //! here until it is layered too; the flat override types list their fields once, in
 //! `flat_layer!`.
 
-use super::{AgentOverrides, CompactionConfig, CompactionOverrides, MemoryConfig, MemoryOverrides};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "openapi")]
+use super::DurationSchema;
+use super::{CompactionConfig, MemoryConfig, Scorer, SectionCaps, ToolSpec};
+
+/// Config changes of one agent; every field optional. Used for `[defaults.compaction]`,
+/// `[[agents]]` entries, CLI overrides and run-time changes (persisted in `AgentRecord`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionOverrides {
+    /// See [`CompactionConfig::enabled`].
+    pub enabled: Option<bool>,
+    /// See [`CompactionConfig::sleep_threshold`].
+    pub sleep_threshold: Option<f64>,
+    /// See [`CompactionConfig::emergency_threshold`].
+    pub emergency_threshold: Option<f64>,
+    /// See [`CompactionConfig::max_context_tokens`].
+    pub max_context_tokens: Option<u32>,
+    /// See [`CompactionConfig::preserve_messages`].
+    pub preserve_messages: Option<u32>,
+    /// See [`CompactionConfig::preserve_ratio`].
+    pub preserve_ratio: Option<f64>,
+    /// See [`CompactionConfig::head_size`].
+    pub head_size: Option<u32>,
+    /// See [`CompactionConfig::min_compact_batch`].
+    pub min_compact_batch: Option<u32>,
+    /// See [`CompactionConfig::compact_model`]; `""` means the agent's model.
+    pub compact_model: Option<String>,
+    /// See [`CompactionConfig::compact_prompt`]; `""` means the built-in prompt.
+    pub compact_prompt: Option<String>,
+    /// See [`CompactionConfig::summary_max_tokens`].
+    pub summary_max_tokens: Option<u32>,
+    /// See [`CompactionConfig::sections`]; replaces the lower layer's caps as a whole.
+    pub sections: Option<SectionCaps>,
+    /// See [`CompactionConfig::summarizer_context_tokens`].
+    pub summarizer_context_tokens: Option<u32>,
+    /// See [`CompactionConfig::warn_after_compactions`].
+    pub warn_after_compactions: Option<u32>,
+    /// See [`CompactionConfig::mask_after_messages`].
+    pub mask_after_messages: Option<u32>,
+    /// See [`CompactionConfig::mask_exempt_tools`]; replaces the lower layer's list.
+    pub mask_exempt_tools: Option<Vec<String>>,
+    /// See [`CompactionConfig::extraction`].
+    pub extraction: Option<Scorer>,
+    /// See [`CompactionConfig::max_input_tokens`]; 0 means the default derived from the window.
+    pub max_input_tokens: Option<u32>,
+    /// See [`CompactionConfig::max_reply_tokens`].
+    pub max_reply_tokens: Option<u32>,
+    /// See [`CompactionConfig::working_share`].
+    pub working_share: Option<f64>,
+}
+
+/// Memory overrides; every field optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryOverrides {
+    /// See [`MemoryConfig::min_importance`].
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10))]
+    pub min_importance: Option<u8>,
+    /// See [`MemoryConfig::importance`].
+    pub importance: Option<Scorer>,
+    /// See [`MemoryConfig::reflection_threshold`].
+    pub reflection_threshold: Option<u32>,
+    /// See [`MemoryConfig::working_facts`].
+    pub working_facts: Option<u32>,
+    /// See [`MemoryConfig::working_archive`].
+    pub working_archive: Option<u32>,
+}
+
+/// Per-agent changes over the defaults; every field optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentOverrides {
+    /// See [`AgentConfig::persona`].
+    pub persona: Option<String>,
+    /// See [`AgentConfig::model`].
+    pub model: Option<String>,
+    /// See [`AgentConfig::tick_every`].
+    #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
+    pub tick_every: Option<Duration>,
+    /// See [`AgentConfig::sleep_every`].
+    #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
+    pub sleep_every: Option<Duration>,
+    /// See [`AgentConfig::sleep_jitter`].
+    #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
+    pub sleep_jitter: Option<Duration>,
+    /// See [`AgentConfig::tool_timeout`].
+    #[serde(with = "humantime_serde")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<DurationSchema>))]
+    pub tool_timeout: Option<Duration>,
+    /// Compaction changes.
+    pub compaction: CompactionOverrides,
+    /// Memory changes.
+    pub memory: MemoryOverrides,
+    /// Host-defined tools, replacing the agent's list (set at run time through the API; in
+    /// runtime.toml, tools are declared with `[[defaults.tools]]` and `[[agents.tools]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolSpec>>,
+}
 
 /// Replaces `low` by `high` when `high` is set.
 fn lay<T>(low: &mut Option<T>, high: Option<T>) {

@@ -1,11 +1,9 @@
 //! A small fixed corpus for token-counting tests and the `tokens` benchmark: English prose, a chat
 //! turn, Chinese, Japanese, Russian, German, Rust code, a JSON tool result and a mixed sample.
 //!
-//! The texts were written for Somna (no third-party text). The tests pin the o200k/cl100k counts
-//! of each sample (computed with independent tokenizers, see `tests/tokens.rs`) and measure the
-//! heuristic's error on them; the benchmark repeats them to ~100 KB.
-
-#![allow(dead_code)]
+//! The texts were written for Somna (no third-party text). somna-core's tests pin the o200k/cl100k
+//! counts of each sample (computed with independent tokenizers, see its `tests/tokens.rs`) and
+//! measure the heuristic's error on them; its benchmark repeats them to ~100 KB.
 
 /// English prose: a narrative paragraph and an expository one.
 pub const ENGLISH: &str = "\

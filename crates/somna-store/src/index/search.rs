@@ -1,0 +1,396 @@
+//! Searching: BM25 scores from the postings of a query's terms, the archive's search and ranking
+//! (alone or fused with vectors), and the archived messages the hits point at.
+
+use somna_core::retrieval::{Collection, SPEAKER_MARK, speaker_term, terms};
+use somna_core::{AgentId, AgentRecord, Cover, Message, MessageKind};
+
+use super::fusion::{Words, fuse};
+use super::postings::{
+    Posting, collection_key, decode_head, decode_postings_into, head_key, read_collection, reader,
+};
+use super::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
+use crate::codec;
+use crate::error::{Result, StoreError};
+use crate::keys;
+use crate::store::{Store, tree_names};
+
+/// What [`Store::score`] found for a query.
+#[derive(Debug, Default)]
+struct Scored {
+    /// Every document a query term found, in no order, with its BM25 score.
+    docs: Vec<ScoredDoc>,
+    /// How much of the query's weight the best document matched, 0 to 1 (see
+    /// [`Store::score`]): near 1 when one message holds the question's words, near 0 when none
+    /// does (a paraphrase, or a question in other words than its answer).
+    confidence: f64,
+}
+
+impl Store {
+    /// The best `limit` documents of `kind` for `query`, best first (ties: the newer first),
+    /// among what is indexed: journal entries and facts as soon as they are written, messages
+    /// once archived (compacted away). Reads only the postings of the query's terms.
+    pub fn search(
+        &self,
+        id: &AgentId,
+        kind: DocKind,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ScoredDoc>> {
+        self.with_scores(id, kind, query, limit, |_, scored| {
+            let mut docs = scored.docs;
+            best_first(&mut docs, limit);
+            docs.truncate(limit);
+            Ok(docs)
+        })
+    }
+
+    /// Every indexed document of `kind` that matches `query`, scored (in no order), handed to
+    /// `then` with the agent's record once the index has caught up; nothing for an unknown agent.
+    fn with_scores<T>(
+        &self,
+        id: &AgentId,
+        kind: DocKind,
+        query: &str,
+        want: usize,
+        then: impl FnOnce(&AgentRecord, Scored) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.catch_up_index(id, &guard, &[kind])?;
+        let scored = self.score(id, kind, query, want)?;
+        then(&guard, scored)
+    }
+
+    /// The best `limit` archived messages for `query` (compacted away or masked: what the live
+    /// history no longer shows), best first, as their originals.
+    pub fn search_archive(
+        &self,
+        id: &AgentId,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ArchiveHit>> {
+        self.search_archive_with(id, query, None, limit)
+    }
+
+    /// The ranking [`Store::search_archive_with`] reads its hits from: the best `limit` indexed
+    /// messages for `query` (fused with the vectors when `semantic` is given), best first, as
+    /// seqs and scores, live ones included (read them with [`Store::archived_messages`], which
+    /// gives `None` for those). For a caller that reads hits a few at a time and stops when it
+    /// has enough (the working context).
+    pub fn rank_archive(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        limit: usize,
+    ) -> Result<Vec<RankedDoc>> {
+        let depth = limit.saturating_add(64);
+        self.with_fused_scores(id, query, semantic, depth, |_, mut scored, words| {
+            let n = best_first(&mut scored, limit);
+            scored.truncate(n);
+            Ok(words.of(&scored))
+        })
+    }
+
+    /// [`Store::search_archive`], fused with semantic search when `semantic` gives the query's
+    /// vector and the embedder model that made it: BM25's scores and the stored vectors'
+    /// similarity (cosine) are combined by [`fuse`], the words weighing more the more of the
+    /// question BM25's best message matched, so a message both rank high comes first. Without
+    /// stored vectors of that model, BM25 alone.
+    pub fn search_archive_with(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        limit: usize,
+    ) -> Result<Vec<ArchiveHit>> {
+        // Enough candidates for the fusion, and for the live messages the hits skip.
+        let depth = limit.saturating_mul(4).saturating_add(64);
+        self.with_fused_scores(id, query, semantic, depth, |record, mut scored, _| {
+            // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
+            // asked for, and all of them if that was not enough.
+            let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
+            let mut hits = Vec::new();
+            let mut i = 0;
+            while hits.len() < limit && i < scored.len() {
+                if i == ranked {
+                    ranked = best_first(&mut scored, usize::MAX);
+                }
+                // The next candidates in rank order, as many as hits are still missing, read together.
+                let end = i
+                    .saturating_add(limit - hits.len())
+                    .min(ranked)
+                    .min(scored.len());
+                let docs = &scored[i..end];
+                i = end;
+                let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
+                let originals = self.archived_originals(id, &record.covers, &seqs)?;
+                for (doc, original) in docs.iter().zip(originals) {
+                    if let Some(message) = original {
+                        hits.push(ArchiveHit {
+                            message,
+                            score: doc.score,
+                        });
+                    }
+                }
+            }
+            Ok(hits)
+        })
+    }
+
+    /// [`Store::archived_original`] of several seqs: two multi-key reads (history, then the
+    /// archive tree for those not found there as normal messages) instead of one or two point
+    /// reads each.
+    fn archived_originals(
+        &self,
+        id: &AgentId,
+        covers: &[Cover],
+        seqs: &[u64],
+    ) -> Result<Vec<Option<Message>>> {
+        let trees = &self.inner.trees;
+        let keys: Vec<Vec<u8>> = seqs.iter().map(|&s| keys::seq(id, s)).collect();
+        let in_history = trees.history.get_many(&keys)?;
+        let mut out: Vec<Option<Message>> = vec![None; seqs.len()];
+        let mut elsewhere: Vec<usize> = Vec::new();
+        for (i, value) in in_history.into_iter().enumerate() {
+            let message: Option<Message> = match value {
+                Some(v) => Some(codec::decode(tree_names::HISTORY, &keys[i], &v)?),
+                None => None,
+            };
+            match message {
+                Some(m) if matches!(m.kind, MessageKind::Normal) => {
+                    let hidden = covers.iter().any(|c| c.contains(seqs[i]));
+                    out[i] = hidden.then_some(m);
+                }
+                // Masked in place (its original is in the archive tree), or moved there by a
+                // layout-1 compaction.
+                _ => elsewhere.push(i),
+            }
+        }
+        if !elsewhere.is_empty() {
+            let archive_keys: Vec<Vec<u8>> = elsewhere.iter().map(|&i| keys[i].clone()).collect();
+            let values = trees.archive.get_many(&archive_keys)?;
+            for (&i, value) in elsewhere.iter().zip(values) {
+                if let Some(v) = value {
+                    let original: Message = codec::decode(tree_names::ARCHIVE, &keys[i], &v)?;
+                    out[i] = matches!(original.kind, MessageKind::Normal).then_some(original);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The scored messages for `query` (BM25, fused with the best `depth` vectors of
+    /// `semantic`'s model when given), in no order, at least `depth` of them when there are that
+    /// many (see `Store::score`), handed to `then` with the agent's record.
+    fn with_fused_scores<T>(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        depth: usize,
+        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>, Words<'_>) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let by_vector = match semantic {
+            Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
+            None => Vec::new(),
+        };
+        self.with_scores(id, DocKind::Message, query, depth, |record, scored| {
+            if by_vector.is_empty() {
+                return then(record, scored.docs, Words::All);
+            }
+            let (docs, fusion) = fuse(&scored.docs, &by_vector, scored.confidence);
+            then(record, docs, Words::Fused(&scored.docs, fusion))
+        })
+    }
+
+    /// [`Store::archived_message`] of several seqs at once (two multi-key reads), in their order.
+    pub fn archived_messages(&self, id: &AgentId, seqs: &[u64]) -> Result<Vec<Option<Message>>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(vec![None; seqs.len()]),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.archived_originals(id, &guard.covers, seqs)
+    }
+
+    /// The original of message `seq` if it is archived (hidden under a cover, or masked in live
+    /// history), else `None` (live, or never appended).
+    pub fn archived_message(&self, id: &AgentId, seq: u64) -> Result<Option<Message>> {
+        let state = match self.state(id) {
+            Ok(state) => state,
+            Err(StoreError::UnknownAgent(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let guard = state.lock();
+        self.archived_original(id, &guard.covers, seq)
+    }
+
+    fn archived_original(
+        &self,
+        id: &AgentId,
+        covers: &[Cover],
+        seq: u64,
+    ) -> Result<Option<Message>> {
+        let trees = &self.inner.trees;
+        let key = keys::seq(id, seq);
+        let hidden = covers.iter().any(|c| c.contains(seq));
+        let in_history: Option<Message> = match trees.history.get(&key)? {
+            Some(v) => Some(codec::decode(tree_names::HISTORY, &key, &v)?),
+            None => None,
+        };
+        let original = match in_history {
+            Some(m) if matches!(m.kind, MessageKind::Normal) => {
+                return Ok(hidden.then_some(m));
+            }
+            // Masked in place (its original is in the archive tree), or moved there by a layout-1
+            // compaction.
+            _ => match trees.archive.get(&key)? {
+                Some(v) => codec::decode::<Message>(tree_names::ARCHIVE, &key, &v)?,
+                None => return Ok(None),
+            },
+        };
+        Ok(matches!(original.kind, MessageKind::Normal).then_some(original))
+    }
+
+    /// BM25 scores of the documents of `kind` that hold a term of `query`, from a merge of the
+    /// terms' id-ordered postings (no hashing). A document that only terms found in more than a
+    /// tenth of the documents (a speaker's name, a word of every day) found ranks after every
+    /// document a rarer term found, unless every query term is that common — so common words
+    /// refine the ranking and fill what room is left without flooding it.
+    /// Called under the agent's lock.
+    fn score(&self, id: &AgentId, kind: DocKind, query: &str, want: usize) -> Result<Scored> {
+        let tree = &self.inner.trees.terms;
+        let mut query_terms = terms(query);
+        // Each term also as a speaker (a name in the question finds what its owner said).
+        if kind == DocKind::Message {
+            let said: Vec<String> = query_terms.iter().map(|t| speaker_term(t)).collect();
+            query_terms.extend(said);
+        }
+        query_terms.sort_unstable();
+        query_terms.dedup();
+        if query_terms.is_empty() {
+            return Ok(Scored::default());
+        }
+        let (docs, total_len) = read_collection(tree, &collection_key(id, kind))?;
+        if docs == 0 {
+            return Ok(Scored::default());
+        }
+        let collection = Collection::new(docs, total_len);
+        // Each term's head: its df (the term's postings are read below, rarest term first). And
+        // what the question's words weigh, for the confidence: each word (one the archive never
+        // saw as the rarest there is) and each speaker the archive knows.
+        let mut by_df: Vec<(u64, Vec<u8>)> = Vec::with_capacity(query_terms.len());
+        let mut total_idf = 0.0;
+        for term in &query_terms {
+            let key = head_key(id, kind, term);
+            match tree.get(&key)? {
+                Some(v) => {
+                    let df = reader(&key, &v)?.varint()?;
+                    total_idf += collection.idf(df);
+                    by_df.push((df, key));
+                }
+                None if !term.starts_with(SPEAKER_MARK) => total_idf += collection.idf(0),
+                None => {}
+            }
+        }
+        by_df.sort();
+        // The best document's score and the idf of the terms it matched.
+        let mut best = (0.0f64, 0.0f64);
+        // Every term's postings in id order: the sealed blocks (oldest first), then the head.
+        let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(by_df.len());
+        for (_, head_key) in &by_df {
+            let mut list = Vec::new();
+            let mut head = Vec::new();
+            for item in tree.range(head_key.clone()..keys::prefix_end(head_key)) {
+                let (key, value) = item?;
+                if key.len() == head_key.len() {
+                    head = decode_head(&key, &value)?.1;
+                } else {
+                    decode_postings_into(&key, &value, &mut list)?;
+                }
+            }
+            list.append(&mut head);
+            lists.push(list);
+        }
+        let common = (docs / 10).max(COMMON_FLOOR);
+        let idf: Vec<f64> = by_df.iter().map(|(df, _)| collection.idf(*df)).collect();
+        // Common terms only add to documents a rare term found, unless every term is common.
+        let rare = by_df.iter().filter(|(df, _)| *df <= common).count();
+        let rare = if rare == 0 { lists.len() } else { rare };
+        // Merge the sorted lists: at each step the smallest id among the cursors.
+        let mut cursor = vec![0usize; lists.len()];
+        let mut scored = Vec::new();
+        // Documents only common terms found: used only when the others are fewer than `want`.
+        let mut common_only = Vec::new();
+        loop {
+            let next = lists
+                .iter()
+                .zip(&cursor)
+                .filter_map(|(list, &at)| list.get(at).map(|p| p.id))
+                .min();
+            let Some(doc) = next else { break };
+            let mut score = 0.0;
+            let mut found_by_rare = false;
+            let mut matched = 0.0;
+            for (i, list) in lists.iter().enumerate() {
+                if let Some(p) = list.get(cursor[i]).filter(|p| p.id == doc) {
+                    score += collection.term_score(idf[i], p.tf, p.len);
+                    matched += idf[i];
+                    found_by_rare |= i < rare;
+                    cursor[i] += 1;
+                }
+            }
+            if score > best.0 {
+                best = (score, matched);
+            }
+            // Found by common terms alone: ranked after every document a rare term found (a
+            // BM25 score here stays far below 1,000), so they only fill what room is left.
+            if found_by_rare {
+                scored.push(ScoredDoc { id: doc, score });
+            } else {
+                common_only.push(ScoredDoc {
+                    id: doc,
+                    score: score / COMMON_ONLY_DAMPING,
+                });
+            }
+        }
+        if scored.len() < want {
+            scored.append(&mut common_only);
+        }
+        Ok(Scored {
+            docs: scored,
+            confidence: if total_idf > 0.0 {
+                (best.1 / total_idf).min(1.0)
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+/// Below this many documents no term counts as common (see `Store::score`).
+const COMMON_FLOOR: u64 = 256;
+/// A document only common terms found has its score divided by this, which ranks it after every
+/// document a rare term found (see `Store::score`).
+const COMMON_ONLY_DAMPING: f64 = 1_000.0;
+
+/// Puts the best `n` of `scored` first, in order (best first; equal scores: the newer document
+/// first), without sorting the rest; returns how many are in order.
+pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
+    let order = |a: &ScoredDoc, b: &ScoredDoc| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id));
+    let n = n.min(scored.len());
+    if n == 0 {
+        return 0;
+    }
+    if n < scored.len() {
+        scored.select_nth_unstable_by(n - 1, order);
+    }
+    scored[..n].sort_by(order);
+    n
+}
