@@ -66,6 +66,14 @@ impl<'a> Reader<'a> {
         Err(self.malformed("has a number longer than 64 bits"))
     }
 
+    /// The next number of an ascending list stored as gaps: `prev` plus the next varint (`what`
+    /// names the number in the error when the sum is past `u64`).
+    pub(crate) fn next_after(&mut self, prev: u64, what: &str) -> Result<u64> {
+        let gap = self.varint()?;
+        prev.checked_add(gap)
+            .ok_or_else(|| self.malformed(&format!("has {what} past u64")))
+    }
+
     /// The next `n` bytes.
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self

@@ -372,9 +372,7 @@ fn read_block(key: &[u8], value: &[u8], matrix: &mut Matrix) -> Result<()> {
     let count = r.varint()?;
     let mut seq = 0u64;
     for _ in 0..count {
-        seq = seq
-            .checked_add(r.varint()?)
-            .ok_or_else(|| r.malformed("has a seq past u64"))?;
+        seq = r.next_after(seq, "a seq")?;
         let scale_bytes: [u8; 4] = r
             .bytes(4)?
             .try_into()

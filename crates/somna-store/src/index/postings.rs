@@ -166,9 +166,7 @@ pub(super) fn read_postings(r: &mut Reader<'_>, out: &mut Vec<Posting>) -> Resul
     let count = r.varint()?;
     let mut id = 0u64;
     for _ in 0..count {
-        id = id
-            .checked_add(r.varint()?)
-            .ok_or_else(|| r.malformed("has an id past u64"))?;
+        id = r.next_after(id, "an id")?;
         let tf = u32::try_from(r.varint()?).unwrap_or(u32::MAX);
         let len = u32::try_from(r.varint()?).unwrap_or(u32::MAX);
         out.push(Posting { id, tf, len });

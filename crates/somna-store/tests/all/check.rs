@@ -12,9 +12,7 @@ fn key(seq: u64) -> Vec<u8> {
 fn a_clean_agent_reports_its_counts() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 12);
-    store
-        .commit_compaction(&id, &commit_for(&all[..6], "six", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..6], "six");
     let report = store.check_invariants(&id).unwrap();
     assert!(report.is_ok(), "{report}");
     assert_eq!(

@@ -5,7 +5,7 @@ use somna_core::{
     AgentId, CompactionMethod, CompactionRecord, JournalEntry, Message, MessageKind, Role,
     SummaryMeta, Timestamp, Trigger,
 };
-use somna_store::{CompactionCommit, Store};
+use somna_store::{CommitOutcome, CompactionCommit, Store};
 
 /// A fixed "now" so stored values are reproducible.
 pub const NOW: Timestamp = Timestamp(1_790_000_000_000);
@@ -187,6 +187,13 @@ pub fn summary_for(covered: &[Message], text: &str, at: Timestamp) -> Message {
     }
 }
 
+/// Commits the compaction of `covered` under a summary `text`, at [`NOW`] (see [`commit_for`]).
+pub fn compact(store: &Store, id: &AgentId, covered: &[Message], text: &str) -> CommitOutcome {
+    store
+        .commit_compaction(id, &commit_for(covered, text, NOW))
+        .unwrap()
+}
+
 /// A full compaction commit of `covered` with its synthesis entry and log record.
 pub fn commit_for(covered: &[Message], text: &str, at: Timestamp) -> CompactionCommit {
     let summary = summary_for(covered, text, at);
@@ -271,9 +278,7 @@ pub fn closed_sled_store(n: u64, compacted: Option<(usize, &str)>) -> (tempfile:
     store.create_agent(&id, NOW).unwrap();
     let all = append_n(&store, &id, n);
     if let Some((count, text)) = compacted {
-        store
-            .commit_compaction(&id, &commit_for(&all[..count], text, NOW))
-            .unwrap();
+        compact(&store, &id, &all[..count], text);
         // The search index over what it archived, as the runtime builds it after a commit.
         store.index_archive(&id).unwrap();
     }

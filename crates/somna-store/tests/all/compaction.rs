@@ -125,9 +125,7 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let late_plan = commit_for(&all[5..20], "late", NOW);
-    store
-        .commit_compaction(&id, &commit_for(&all[..10], "first", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..10], "first");
     let before = snapshot(&store, &id);
     let outcome = store.commit_compaction(&id, &late_plan).unwrap();
     assert!(
@@ -215,9 +213,7 @@ fn rolling_compaction_folds_and_uncompaction_unfolds() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 50);
     let original_history = store.history(&id).unwrap();
-    store
-        .commit_compaction(&id, &commit_for(&all[..20], "gen one", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..20], "gen one");
     let after_first = store.history(&id).unwrap();
     let first_summary = after_first[0].clone();
 
@@ -418,9 +414,7 @@ fn uncompact_of_something_that_is_not_a_summary_is_not_found() {
         store.uncompact(&id, 1_000, NOW).unwrap(),
         UncompactOutcome::NotFound
     );
-    store
-        .commit_compaction(&id, &commit_for(&all[2..8], "middle", NOW))
-        .unwrap();
+    compact(&store, &id, &all[2..8], "middle");
     assert_eq!(
         store.uncompact(&id, 3, NOW).unwrap(),
         UncompactOutcome::NotFound

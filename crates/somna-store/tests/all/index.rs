@@ -33,9 +33,7 @@ fn archive_search_finds_archived_originals_by_stem_and_speaker() {
             .unwrap()
             .is_empty()
     );
-    let outcome = store
-        .commit_compaction(&id, &commit_for(&all[..3], "s", NOW))
-        .unwrap();
+    let outcome = compact(&store, &id, &all[..3], "s");
     assert!(matches!(
         outcome,
         somna_store::CommitOutcome::Committed { .. }
@@ -132,9 +130,7 @@ fn many_postings_seal_into_blocks_and_still_score() {
     let (store, id) = store_with_agent!();
     // 300 messages share "smithy": the term's head seals two blocks of 128.
     let all = append_n(&store, &id, 300);
-    store
-        .commit_compaction(&id, &commit_for(&all[..290], "s", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..290], "s");
     let hits = store.search_archive(&id, "smithy far", 300).unwrap();
     // User turns ask for the smithy; assistant turns say "far" unless their number is a multiple
     // of 7.

@@ -80,9 +80,7 @@ fn ranges_and_tails() {
     assert_eq!(store.history_tail(&id, 100).unwrap(), all);
     assert!(store.history_tail(&id, 0).unwrap().is_empty());
 
-    store
-        .commit_compaction(&id, &commit_for(&all[..20], "the first twenty", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..20], "the first twenty");
     assert_eq!(
         store.archive_range(&id, 0, usize::MAX).unwrap(),
         all[..20].to_vec()

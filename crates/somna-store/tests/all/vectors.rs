@@ -41,9 +41,7 @@ fn archived_messages_are_embedded_once_and_found_by_meaning() {
     // Nothing archived: nothing to embed.
     let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
     assert!(todo.messages.is_empty(), "{todo:?}");
-    store
-        .commit_compaction(&id, &commit_for(&all[..3], "s", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..3], "s");
 
     // Archived, in seq order; the limit leaves the rest for later, and the watermark says where.
     let first = store.messages_to_embed(&id, "toy", 2).unwrap();
@@ -121,9 +119,7 @@ fn archived_messages_are_embedded_once_and_found_by_meaning() {
 
     // A new model starts over from the first archived message and replaces the old vectors.
     let all = store.history(&id).unwrap();
-    store
-        .commit_compaction(&id, &commit_for(&all[..3], "s2", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..3], "s2");
     let redo = store.messages_to_embed(&id, "toy-2", 100).unwrap();
     assert_eq!(redo.messages.len(), 3, "{redo:?}");
     store
@@ -160,9 +156,7 @@ fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
     ));
     turns.push(said("Omar", "Still here, live"));
     let all = store.append_batch(&id, turns, NOW).unwrap();
-    store
-        .commit_compaction(&id, &commit_for(&all[..81], "s", NOW))
-        .unwrap();
+    compact(&store, &id, &all[..81], "s");
     let todo = store.messages_to_embed(&id, "toy", 1_000).unwrap();
     let pairs: Vec<(u64, Vec<f32>)> = todo
         .messages
@@ -209,9 +203,7 @@ sled_only! {
     fn a_copy_carries_the_vectors() {
         let (store, id) = store_with_agent!();
         let all = append_n(&store, &id, 10);
-        store
-            .commit_compaction(&id, &commit_for(&all[..6], "s", NOW))
-            .unwrap();
+        compact(&store, &id, &all[..6], "s");
         let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
         let pairs: Vec<(u64, Vec<f32>)> =
             todo.messages.iter().map(|m| (m.seq, vector(&m.content))).collect();
