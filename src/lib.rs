@@ -14,9 +14,10 @@
 //!   [`Timestamp`], [`EventRecord`] (one entry of the durable log).
 //!
 //! The crates stay reachable as modules for everything else: [`core`] (`somna-core`: domain types,
-//! configuration, token counting, compaction planning; no IO), [`store`] (`somna-store`), [`llm`]
-//! (`somna-llm`) and [`runtime`] (`somna-runtime`: the compaction engine, agents as actix actors,
-//! the scheduler). `docs/architecture.md` has the bird's-eye view and the code map.
+//! configuration, token counting, compaction planning; no IO), [`store`] (`somna-store`), [`text`]
+//! (`somna-text`: transcripts, citation markers, the extractive summarizer, fact heuristics; pure),
+//! [`llm`] (`somna-llm`) and [`runtime`] (`somna-runtime`: the compaction engine, agents as actix
+//! actors, the scheduler). `docs/architecture.md` has the bird's-eye view and the code map.
 //!
 //! ```no_run
 //! use somna::{Inbound, ResolvedConfig, Runtime, RuntimeOptions, Store};
@@ -35,6 +36,7 @@ pub use somna_core as core;
 pub use somna_llm as llm;
 pub use somna_runtime as runtime;
 pub use somna_store as store;
+pub use somna_text as text;
 
 pub use somna_core::config::{AgentConfig, ResolvedConfig};
 pub use somna_core::{

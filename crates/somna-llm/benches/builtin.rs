@@ -1,4 +1,5 @@
-//! Speed of the builtin provider on the 200-turn fixture: the extractive summary, framing and parsing the
+//! Speed of the builtin provider and of the somna-text heuristics it answers with, on the 200-turn
+//! fixture: the extractive summary, framing and parsing the
 //! transcript, a scripted chat turn, and heuristic importance scores; and the grounding check of a
 //! compaction's summary against its body (every item kept, and an answer full of invented values
 //! with wrong citations, the check's worst case: each item is looked up in every turn).
@@ -8,12 +9,12 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use somna_core::config::SectionCaps;
-use somna_llm::builtin::extractive::summarize;
-use somna_llm::builtin::{estimate_tokens, extract_facts, score_importance};
 use somna_llm::grounding::{self, Grounder};
-use somna_llm::transcript::{self, Turn};
 use somna_llm::{BuiltinClient, ChatMessage, ChatRequest};
 use somna_testkit::transcript_200;
+use somna_text::extractive::summarize;
+use somna_text::transcript::{self, Turn};
+use somna_text::{cite, estimate_tokens, extract_facts, score_importance};
 
 fn bench(c: &mut Criterion) {
     let messages = transcript_200().unwrap();
@@ -61,7 +62,7 @@ fn bench(c: &mut Criterion) {
     });
     // What every chat prompt does to a stored summary: its citations removed.
     c.bench_function("strip_summary_citations", |b| {
-        b.iter(|| grounding::cite::strip_all(black_box(&summary)))
+        b.iter(|| cite::strip_all(black_box(&summary)))
     });
     let long: Vec<Turn> = (0..3u64)
         .flat_map(|k| {

@@ -6,10 +6,12 @@
 //! - [`error`]: [`LlmError`], typed failures (timeout, rate limited, server, malformed, empty, refused…).
 //! - [`openai`]: [`OpenAiClient`] — timeout per attempt, bounded retries, a global concurrency limit.
 //! - [`retry`]: [`RetryPolicy`] — what is retried and how long to wait.
-//! - [`builtin`]: [`BuiltinClient`] — offline and deterministic: the [`builtin::extractive`] summarizer,
-//!   fact extraction and importance scores, and a scripted agent brain.
-//! - [`transcript`]: conversations framed as data (`<transcript>` … `</transcript>`) and parsed back.
+//! - [`builtin`]: [`BuiltinClient`] — offline and deterministic: answers summaries, fact extraction,
+//!   consolidation, reflections and importance scores with somna-text's heuristics, and chat turns
+//!   with a scripted agent brain.
 //! - [`prompts`]: the requests Somna sends for summaries, extraction, consolidation, scores, reflections.
+//! - [`grounding`]: the check of what models write into memory against the sources it cites (the
+//!   citation markers themselves are somna-text's `cite`).
 //! - [`embed`]: the [`Embedder`] boundary of semantic retrieval and [`build_embedder`]: an
 //!   OpenAI-compatible `/v1/embeddings` client, or all-MiniLM-L6-v2 in process (somna-embed).
 //!
@@ -23,7 +25,6 @@ pub mod grounding;
 pub mod openai;
 pub mod prompts;
 pub mod retry;
-pub mod transcript;
 pub mod types;
 
 pub use builtin::BuiltinClient;

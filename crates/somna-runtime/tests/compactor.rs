@@ -132,7 +132,7 @@ async fn sleep_compaction_commits_an_llm_summary() {
         summary.tokens,
         counter().count_message(&somna_core::Message::new(
             somna_core::Role::System,
-            somna_llm::grounding::cite::strip_all(&summary.content)
+            somna_text::cite::strip_all(&summary.content)
         ))
     );
     assert_eq!(synthesis[0].covers, Some((0, meta.covers_through_seq)));

@@ -13,10 +13,11 @@ use std::time::Instant;
 use somna_core::config::RuntimeConfig;
 use somna_core::record::CompactionMethod;
 use somna_core::{EventRecord, GroundingCounts, JournalQuery, Message, SourceType, Timestamp};
-use somna_llm::grounding::{Claim, Evidence, cite, claims};
+use somna_llm::grounding::{Claim, Evidence, claims};
 use somna_runtime::agent::JobKind;
 use somna_runtime::{Clock, CompactionOutcome, Offline};
 use somna_store::Store;
+use somna_text::cite;
 
 use crate::support::*;
 

@@ -15,11 +15,11 @@ use futures::future::BoxFuture;
 use somna_core::config::{LlmConfig, Provider, StructuredOutput};
 use somna_core::record::{CompactionMethod, Trigger};
 use somna_core::{Role, Timestamp};
-use somna_llm::builtin::{Section, StructuredSummary};
 use somna_llm::{ChatRequest, ChatResponse, LlmClient, Purpose, build_client};
 use somna_runtime::compactor::{CompactRequest, Compactor};
 use somna_runtime::protocol::CompactionOutcome;
 use somna_store::Store;
+use somna_text::extractive::{Section, StructuredSummary};
 
 use crate::support::*;
 

@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 
 use somna_core::{Role, ToolCall};
+use somna_text::score_importance;
+use somna_text::words as text;
 
-use super::facts::score_importance;
-use super::text;
 use crate::types::{ChatMessage, ChatRequest};
 
 /// The name of the tool the brain calls to write a journal note.

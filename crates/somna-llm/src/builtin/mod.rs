@@ -1,13 +1,12 @@
 //! The builtin provider: offline and deterministic. [`BuiltinClient`] answers every [`Purpose`]:
-//! summaries with the [`extractive`] summarizer, facts and scores with the heuristics in this module, and
-//! chat turns with a scripted agent brain (templates in persona, `journal_add` notes when offered).
+//! summaries with somna-text's extractive summarizer, facts and scores with its heuristics
+//! ([`somna_text::facts`]), and chat turns with a scripted agent brain (`brain.rs`: templates in
+//! persona, `journal_add` notes when offered). This module reads the request (its transcript, caps
+//! and listed entries) and writes the answer in the form the request asked for.
 //! A request with a structured form (summaries, consolidation) is answered in that form, as JSON,
 //! unless the client was built with `llm.structured_output = "off"`.
 
 mod brain;
-pub mod extractive;
-mod facts;
-pub(crate) mod text;
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,19 +14,15 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use somna_core::{Message, Role};
+use somna_text::extractive::{StructuredSummary, summarize};
+use somna_text::transcript::{self, Turn};
+use somna_text::{consolidate, estimate_tokens, extract_facts, reflect, score_importance};
 
 pub use brain::{JOURNAL_TOOL, NOTABLE_IMPORTANCE};
-pub use extractive::{Section, StructuredSummary, summarize};
-pub use facts::{
-    CONSOLIDATE_MIN_IMPORTANCE, EXTRACT_MIN_IMPORTANCE, consolidate, extract_facts, reflect,
-    score_importance,
-};
-pub use text::{estimate_tokens, stable_hash};
 
 use crate::client::LlmClient;
 use crate::error::LlmError;
 use crate::prompts;
-use crate::transcript::{self, Turn};
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, Purpose, Usage};
 
 /// A token counter the builtin provider measures summaries with.

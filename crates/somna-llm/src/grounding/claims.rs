@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use crate::builtin::text;
+use somna_text::words as text;
 
 /// One checkable value of an item.
 #[derive(Debug, Clone, PartialEq, Eq)]

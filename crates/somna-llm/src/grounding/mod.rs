@@ -21,9 +21,8 @@
 //! - this file: [`Grounder`] (the sources an answer may cite, and the check of one item),
 //!   [`ground_summary`] and [`ground_lines`] (a whole answer).
 //! - `claims.rs`: [`claims`] and [`Evidence`].
-//! - `cite.rs`: the markers, read, stripped and written.
+//! - the markers, read, stripped and written, are somna-text's [`somna_text::cite`].
 
-pub mod cite;
 mod claims;
 
 pub use claims::{Claim, Evidence, claims};
@@ -33,9 +32,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
 use somna_core::{JournalEntry, Role};
-
-use crate::builtin::text;
-use crate::transcript::Turn;
+use somna_text::extractive::NONE;
+use somna_text::transcript::Turn;
+use somna_text::{cite, words as text};
 
 /// Longest repaired item, in characters (a longer source sentence is cut at a word boundary).
 const MAX_REPAIR_CHARS: usize = 200;
@@ -540,7 +539,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     let mut changed = false;
     for raw in text.lines() {
         let line = raw.trim();
-        if line.is_empty() || line == crate::builtin::extractive::NONE {
+        if line.is_empty() || line == NONE {
             continue;
         }
         if line.starts_with('#') {
@@ -580,7 +579,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     }
     for (heading, items) in sections {
         let body = if items.is_empty() {
-            crate::builtin::extractive::NONE.to_string()
+            NONE.to_string()
         } else {
             items.join("\n")
         };

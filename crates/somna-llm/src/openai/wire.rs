@@ -19,10 +19,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use somna_core::config::{CacheHint, ToolSpec};
 use somna_core::{Role, ToolCall};
+use somna_text::stable_hash;
 
 use super::OpenAiSettings;
 use super::structured::WireFormat;
-use crate::builtin::stable_hash;
 use crate::error::{LlmError, Result};
 use crate::types::{ChatMessage, ChatRequest, ChatResponse, Usage};
 

@@ -34,9 +34,8 @@ pub use summary::{
 };
 
 use somna_core::{JournalEntry, Message};
+use somna_text::{cite, transcript};
 
-use crate::grounding::cite;
-use crate::transcript;
 use crate::types::{ChatMessage, ChatRequest, Purpose};
 
 /// The summary cap used when a request does not say.

@@ -3,15 +3,14 @@
 //! forms (the JSON schema of the five sections), the reader that renders a JSON answer to the
 //! plain form's text, and the checks of an answer's shape.
 
+use serde_json::json;
 use somna_core::Message;
 use somna_core::config::{CompactionConfig, SectionCaps};
-
-use serde_json::json;
+use somna_text::cite;
+use somna_text::extractive::{NONE, Section, StructuredSummary};
+use somna_text::transcript::{self, InJson, JsonStrings};
 
 use super::{DATA_NOTICE, request};
-use crate::builtin::extractive::{NONE, Section, StructuredSummary};
-use crate::grounding::cite;
-use crate::transcript::{self, InJson, JsonStrings};
 use crate::types::{ChatMessage, ChatRequest, Purpose};
 
 /// The default summarization instructions (plain text), with the section caps filled in. The

@@ -4,15 +4,15 @@ use std::sync::Arc;
 
 use somna_core::config::{CompactionConfig, LlmConfig, Provider, SectionCaps, ToolSpec};
 use somna_core::{JournalEntry, SourceType, Timestamp};
-use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
-use somna_llm::builtin::{JOURNAL_TOOL, estimate_tokens};
-use somna_llm::grounding::cite;
-use somna_llm::transcript::Turn;
+use somna_llm::builtin::JOURNAL_TOOL;
 use somna_llm::{
     BuiltinClient, ChatMessage, ChatRequest, ChatResponse, LlmClient, Purpose, build_client,
     prompts,
 };
 use somna_testkit::transcript_200;
+use somna_text::extractive::{Section, StructuredSummary, summarize};
+use somna_text::transcript::Turn;
+use somna_text::{cite, estimate_tokens};
 
 fn builtin() -> Arc<dyn LlmClient> {
     let cfg = LlmConfig {

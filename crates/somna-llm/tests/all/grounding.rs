@@ -6,9 +6,10 @@
 
 use proptest::prelude::*;
 use somna_core::{JournalEntry, Role, SourceType, Timestamp};
-use somna_llm::grounding::{self, Grounder, cite};
+use somna_llm::grounding::{self, Grounder};
 use somna_llm::prompts;
-use somna_llm::transcript::Turn;
+use somna_text::cite;
+use somna_text::transcript::Turn;
 
 const NAMES: [&str; 6] = ["Mara", "Tobin", "Elsbeth", "Hale", "Bram", "Orla"];
 const INVENTED_NAMES: [&str; 4] = ["Zorbath", "Quillane", "Ignatz", "Vessaline"];
@@ -324,11 +325,11 @@ fn extractive_summaries_pass_unchanged() {
     let transcript = somna_testkit::transcript_200().unwrap();
     let turns: Vec<Turn> = transcript.iter().map(Turn::from).collect();
     for max in [300u32, 800, 1_500] {
-        let summary = somna_llm::builtin::summarize(
+        let summary = somna_text::extractive::summarize(
             &turns,
             &somna_core::config::SectionCaps::default(),
             max,
-            &|s: &str| somna_llm::builtin::estimate_tokens(s),
+            &|s: &str| somna_text::estimate_tokens(s),
         )
         .render();
         let grounded = grounding::ground_summary(&summary, &Grounder::from_turns(&turns, &[]));
@@ -346,11 +347,11 @@ fn extractive_summaries_pass_unchanged() {
             format!("{}\n{summary}", somna_core::Message::SUMMARY_PREFIX),
         )];
         next.extend(turns.iter().skip(150).cloned());
-        let again = somna_llm::builtin::summarize(
+        let again = somna_text::extractive::summarize(
             &next,
             &somna_core::config::SectionCaps::default(),
             max,
-            &|s: &str| somna_llm::builtin::estimate_tokens(s),
+            &|s: &str| somna_text::estimate_tokens(s),
         )
         .render();
         let grounded = grounding::ground_summary(&again, &Grounder::from_turns(&next, &[]));

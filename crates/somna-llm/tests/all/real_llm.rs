@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use somna_core::config::{CacheHint, StructuredOutput};
-use somna_llm::builtin::extractive::StructuredSummary;
 use somna_llm::{
     ChatMessage, ChatRequest, LlmClient, OpenAiClient, OpenAiSettings, RetryPolicy, prompts,
 };
 use somna_testkit::transcript_200;
+use somna_text::extractive::StructuredSummary;
 
 fn real() -> Option<(OpenAiClient, String)> {
     if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {

@@ -10,7 +10,7 @@ use somna_core::tokens::{Calibration, Observation, TokenCounter};
 use somna_core::usage::{Usage, calibration_factor};
 use somna_core::{AgentId, GroundingCounts, JournalEntry, SourceType, Timestamp, ToolCall};
 use somna_llm::prompts;
-use somna_llm::{ChatRequest, LlmError, Purpose, builtin};
+use somna_llm::{ChatRequest, LlmError, Purpose};
 use somna_store::StoreError;
 
 use super::{AgentDeps, MAX_TOOL_ROUNDS};
@@ -411,7 +411,7 @@ impl JobContext {
         for text in &self.observations {
             let importance = match self.config.memory.importance {
                 somna_core::config::Scorer::Llm => self.llm_importance(text).await,
-                somna_core::config::Scorer::Heuristic => builtin::score_importance(text),
+                somna_core::config::Scorer::Heuristic => somna_text::score_importance(text),
             };
             self.deps.store.append_journal(
                 &self.id,
@@ -431,11 +431,11 @@ impl JobContext {
         let request = prompts::score_request(&self.config.model, text);
         match self.deps.llm.chat(request).await {
             Ok(r) => {
-                prompts::parse_score(&r.text).unwrap_or_else(|| builtin::score_importance(text))
+                prompts::parse_score(&r.text).unwrap_or_else(|| somna_text::score_importance(text))
             }
             Err(e) => {
                 tracing::warn!(agent = %self.id, error = %e, "LLM importance scoring failed; using the heuristic");
-                builtin::score_importance(text)
+                somna_text::score_importance(text)
             }
         }
     }
@@ -541,7 +541,7 @@ impl JobContext {
             for call in &response.tool_calls {
                 if tools::is_builtin(&call.name) {
                     let result = tools::run_builtin(store, &self.id, call, self.now(), |t| {
-                        builtin::score_importance(t)
+                        somna_text::score_importance(t)
                     })?;
                     if call.name == tools::JOURNAL_ADD {
                         out.importance_added += journal_importance(call);

@@ -3,7 +3,6 @@
 
 use somna_core::record::Trigger;
 use somna_core::{EventRecord, Fact, JournalEntry, JournalQuery, SourceType};
-use somna_llm::builtin;
 use somna_llm::grounding::{self, Grounder};
 use somna_llm::prompts::{self, Consolidation};
 
@@ -158,7 +157,7 @@ impl JobContext {
                 .iter()
                 .map(|e| (Some(e.id), e.content.clone()))
                 .collect();
-            let quotes = builtin::consolidate(&listed);
+            let quotes = somna_text::consolidate(&listed);
             let (fallback, counts, _) =
                 grounding::ground_lines(quotes.iter().map(String::as_str), &grounder);
             tracing::warn!(agent = %self.id, "no consolidated fact held up against its entries; the builtin consolidation quotes them instead");

@@ -9,11 +9,11 @@ use somna_core::record::{CompactionMethod, CompactionRecord, reduction_pct};
 use somna_core::tokens::TokenCounter;
 use somna_core::usage::Usage;
 use somna_core::{JournalEntry, SourceType};
-use somna_llm::builtin;
-use somna_llm::grounding::{self, Checked, cite};
+use somna_llm::grounding::{self, Checked};
 use somna_llm::prompts::{self, MAX_EXTRACTED_FACTS};
-use somna_llm::transcript::Turn;
 use somna_store::{CommitOutcome, CompactionCommit};
+use somna_text::cite;
+use somna_text::transcript::Turn;
 
 use super::summarize::{Summary, body_grounder};
 use super::{CompactError, CompactRequest, Compactor, STALL_REDUCTION_PCT};
@@ -193,7 +193,7 @@ summaries of summaries may lose accuracy"
     ) -> (Vec<(Checked, u8)>, GroundingCounts) {
         let view = plan.summarizer_view(history, counter);
         let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
-        let heuristic = || builtin::extract_facts(&turns);
+        let heuristic = || somna_text::extract_facts(&turns);
         let facts = if req.config.compaction.extraction != Scorer::Llm {
             heuristic()
         } else {
@@ -203,7 +203,7 @@ summaries of summaries may lose accuracy"
                     let facts: Vec<(String, u8)> = prompts::parse_extraction(&r.text)
                         .into_iter()
                         .map(|fact| {
-                            let importance = builtin::score_importance(&cite::strip(&fact));
+                            let importance = somna_text::score_importance(&cite::strip(&fact));
                             (fact, importance)
                         })
                         .collect();

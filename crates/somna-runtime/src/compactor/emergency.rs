@@ -10,9 +10,8 @@ use somna_core::record::{CompactionMethod, EventRecord, Trigger};
 use somna_core::tokens::TokenCounter;
 use somna_core::usage::Usage;
 use somna_core::{AgentId, GroundingCounts};
-use somna_llm::builtin;
-use somna_llm::transcript::Turn;
 use somna_store::{CommitOutcome, Store};
+use somna_text::transcript::Turn;
 
 use super::commit::Committed;
 use super::summarize::Summary;
@@ -105,7 +104,7 @@ impl Compactor {
                 CompactionMethod::Extractive => {
                     let view = plan.summarizer_view(&history, counter);
                     let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
-                    let text = builtin::extractive::summarize(
+                    let text = somna_text::extractive::summarize(
                         &turns,
                         &cfg.section_caps(),
                         cfg.summary_cap(),

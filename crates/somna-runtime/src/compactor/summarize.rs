@@ -8,9 +8,10 @@ use somna_core::config::{AgentConfig, CompactionConfig};
 use somna_core::message::Message;
 use somna_core::tokens::TokenCounter;
 use somna_llm::LlmError;
-use somna_llm::grounding::{self, GroundedSummary, Grounder, cite};
+use somna_llm::grounding::{self, GroundedSummary, Grounder};
 use somna_llm::prompts;
-use somna_llm::transcript::Turn;
+use somna_text::cite;
+use somna_text::transcript::Turn;
 
 use super::Compactor;
 

@@ -26,8 +26,8 @@ use somna_core::message::{Message, MessageKind, Role};
 use somna_core::tokens::{REPLY_PRIMING, TokenCounter};
 use somna_core::{AgentId, Timestamp};
 use somna_llm::ChatMessage;
-use somna_llm::grounding::cite;
 use somna_store::{Store, StoreError};
+use somna_text::cite;
 
 mod working;
 

@@ -505,16 +505,19 @@ fn compact_json(text: &str) -> String {
 }
 
 /// Where each character of JSON text stands with respect to its strings, read one character at a
-/// time (escapes inside strings followed).
+/// time (escapes inside strings followed). The frame's compact JSON uses it, and so does
+/// somna-llm's reader of structured answers.
 #[derive(Debug, Default)]
-pub(crate) struct JsonStrings {
+pub struct JsonStrings {
+    /// Inside a string (after its opening quote).
     in_string: bool,
+    /// The previous character was a backslash inside a string.
     escaped: bool,
 }
 
 /// Where one character of JSON text stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum InJson {
+pub enum InJson {
     /// Outside every string.
     Outside,
     /// The quote that opens a string.
@@ -527,7 +530,7 @@ pub(crate) enum InJson {
 
 impl JsonStrings {
     /// Reads the next character `c`.
-    pub(crate) fn read(&mut self, c: char) -> InJson {
+    pub fn read(&mut self, c: char) -> InJson {
         if !self.in_string {
             if c == '"' {
                 self.in_string = true;

@@ -5,12 +5,12 @@
 //! 1500-token total, tokens counted as len/4. Under them every expectation is kept.
 
 use somna_core::config::SectionCaps;
-use somna_llm::builtin::estimate_tokens;
-use somna_llm::builtin::extractive::{Section, StructuredSummary, summarize};
-use somna_llm::grounding::cite;
-use somna_llm::transcript::{self, Turn};
 use somna_testkit::fixtures::ExpectedItem;
 use somna_testkit::{transcript_200, transcript_200_expect};
+use somna_text::cite;
+use somna_text::estimate_tokens;
+use somna_text::extractive::{Section, StructuredSummary, summarize};
+use somna_text::transcript::{self, Turn};
 
 const MAX_TOKENS: u32 = 1500;
 

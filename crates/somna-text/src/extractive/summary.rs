@@ -89,7 +89,8 @@ impl StructuredSummary {
         }
     }
 
-    pub(crate) fn items_mut(&mut self, section: Section) -> &mut Vec<String> {
+    /// The items of `section`, to add to (somna-llm's reader of a structured answer fills them).
+    pub fn items_mut(&mut self, section: Section) -> &mut Vec<String> {
         match section {
             Section::TopicArc => &mut self.topic_arc,
             Section::Decisions => &mut self.decisions,

@@ -11,9 +11,9 @@ use super::cues::{
     PENDING_WEAK_CUES, UNCERTAIN_CUES,
 };
 use super::summary::{Section, StructuredSummary, day_of, restore_days};
-use crate::builtin::text::{self, EntityCounter};
-use crate::grounding::cite;
+use crate::cite;
 use crate::transcript::Turn;
+use crate::words::{self as text, EntityCounter};
 
 /// Items longer than this many characters are cut at a clause boundary.
 pub(super) const MAX_ITEM_CHARS: usize = 240;

@@ -4,10 +4,10 @@ use std::collections::BTreeSet;
 
 use somna_core::Role;
 
-use super::extractive::FACT_CUES;
-use super::text::{self, EntityCounter};
-use crate::grounding::cite;
+use crate::cite;
+use crate::extractive::FACT_CUES;
 use crate::transcript::Turn;
+use crate::words::{self as text, EntityCounter};
 
 /// Sentences scoring at least this much are extracted as facts.
 pub const EXTRACT_MIN_IMPORTANCE: u8 = 5;

@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use somna_core::{Message, Role, ToolCall};
-use somna_llm::transcript::{self, CLOSE, OPEN, Turn};
 use somna_testkit::transcript_200;
+use somna_text::transcript::{self, CLOSE, OPEN, Turn};
 
 /// Content with the characters that could break a frame: newlines, `<`, `\`, delimiters, fake headers.
 fn content() -> impl Strategy<Value = String> {

@@ -1,5 +1,6 @@
-//! Text heuristics shared by the builtin provider: sentences, normalized words, cue phrases, named
-//! entities, artifacts and a stable hash. Deterministic and dependency-free.
+//! Text heuristics shared by the summarizer, the fact heuristics, grounding and the builtin
+//! provider's brain: sentences, normalized words, cue phrases, named entities, artifacts, a stable
+//! hash and a token estimate. Deterministic and dependency-free.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -40,9 +40,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use somna_core::config::SectionCaps;
 
-use super::text;
-use crate::grounding::cite;
+use crate::cite;
 use crate::transcript::Turn;
+use crate::words as text;
 use cues::ALSO_MENTIONED;
 use input::{Candidate, Input};
 use summary::{render_items, shown_days};
