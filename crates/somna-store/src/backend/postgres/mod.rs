@@ -500,7 +500,7 @@ mod tests {
                     let keys = tree.range(range.clone()).rev().take(5_000);
                     keys.map(|r| r.unwrap().0.to_vec()).collect()
                 };
-                assert_eq!(backward(&s), backward(&p), "{range:?}");
+                assert_eq!(backward(s), backward(p), "{range:?}");
                 // Alternating ends (in runs of 1..=70) meet without losing or repeating a key.
                 for run in [1, 7, 33, 70] {
                     let mut it = p.range(range.clone());
