@@ -26,15 +26,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::env_or;
+
+/// The `somna` tests' support: one reader of the environment's knobs for tests and benches.
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 const SHARDS: u32 = 256;
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A node process with its API address; killed when dropped.
 struct Node {
@@ -319,9 +317,9 @@ fn main() {
         println!("skipped: run with `cargo bench` (the cluster bench takes minutes)");
         return;
     }
-    let agents = env_num("SOMNA_CLUSTER_AGENTS", 10_000);
-    let secs = env_num("SOMNA_CLUSTER_SECS", 10);
-    let clients = env_num("SOMNA_CLUSTER_CLIENTS", 32);
+    let agents = env_or::<u64>("SOMNA_CLUSTER_AGENTS", 10_000);
+    let secs = env_or::<u64>("SOMNA_CLUSTER_SECS", 10);
+    let clients = env_or::<u64>("SOMNA_CLUSTER_CLIENTS", 32);
     let nats = std::env::var("SOMNA_BENCH_NATS_URL").unwrap_or_default();
     let schema = format!("somna_bench_cluster_{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();

@@ -204,23 +204,22 @@ mod tests {
         }
     }
 
+    /// One run: a cache in `dir` over a fresh [`Counting`] embeds `texts`; the vectors it
+    /// returned and how many texts reached the embedder.
+    async fn run(dir: &Path, texts: &[&str]) -> (Vec<Vec<f32>>, usize) {
+        let counting = Arc::new(Counting::default());
+        let cache = CachedEmbedder::open(counting.clone(), dir).unwrap_or_else(|e| panic!("{e}"));
+        let texts = texts.iter().map(|s| (*s).to_owned()).collect();
+        let got = cache.embed(texts).await.unwrap_or_default();
+        (got, counting.0.load(Ordering::Relaxed))
+    }
+
     #[tokio::test]
     async fn a_second_run_embeds_nothing_and_a_torn_tail_is_ignored() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let texts = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let first = Arc::new(Counting::default());
-        let cache =
-            CachedEmbedder::open(first.clone(), dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        let got = cache
-            .embed(texts(&["a", "bcd", "a"]))
-            .await
-            .unwrap_or_default();
+        let (got, embedded) = run(dir.path(), &["a", "bcd", "a"]).await;
         assert_eq!(got, vec![vec![1.0, 1.0], vec![3.0, 1.0], vec![1.0, 1.0]]);
-        assert_eq!(
-            first.0.load(Ordering::Relaxed),
-            2,
-            "a repeated text is embedded once"
-        );
+        assert_eq!(embedded, 2, "a repeated text is embedded once");
 
         // A crash in the middle of an append leaves a torn record behind.
         let file = dir.path().join("count_er.vectors");
@@ -231,22 +230,13 @@ mod tests {
         f.write_all(&[9, 0, 0, 0, b'x'])
             .unwrap_or_else(|e| panic!("{e}"));
 
-        let second = Arc::new(Counting::default());
-        let cache =
-            CachedEmbedder::open(second.clone(), dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        let got = cache
-            .embed(texts(&["bcd", "a", "ef"]))
-            .await
-            .unwrap_or_default();
+        let (got, embedded) = run(dir.path(), &["bcd", "a", "ef"]).await;
         assert_eq!(got, vec![vec![3.0, 1.0], vec![1.0, 1.0], vec![2.0, 1.0]]);
-        assert_eq!(second.0.load(Ordering::Relaxed), 1, "only the new text");
+        assert_eq!(embedded, 1, "only the new text");
 
         // What was appended after the torn record was cut off reads back whole.
-        let third = Arc::new(Counting::default());
-        let cache =
-            CachedEmbedder::open(third.clone(), dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        let got = cache.embed(texts(&["ef", "a"])).await.unwrap_or_default();
+        let (got, embedded) = run(dir.path(), &["ef", "a"]).await;
         assert_eq!(got, vec![vec![2.0, 1.0], vec![1.0, 1.0]]);
-        assert_eq!(third.0.load(Ordering::Relaxed), 0);
+        assert_eq!(embedded, 0);
     }
 }

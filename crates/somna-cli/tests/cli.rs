@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Output;
 
-use support::{assert_says, somna, text};
+use support::{RECENT_COMPACTIONS, assert_says, somna, strs, success_json, text};
 
 const CONFIG: &str = r#"
 [store]
@@ -56,15 +56,30 @@ fn check_config_exit_codes() {
     assert_says(&o, "config file latin1.toml is not UTF-8 text");
 }
 
+/// A fresh directory with `CONFIG` as its runtime.toml.
+fn configured() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    dir
+}
+
 /// An agent `smith` with `n` imported messages (400: a few compactions; 60: none yet) in a fresh
 /// directory.
 fn imported(n: usize) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let dir = configured();
     std::fs::write(dir.path().join("t.jsonl"), conversation(n)).unwrap();
     let o = somna(dir.path(), &["import", "smith", "t.jsonl", "-q"]);
     assert!(o.status.success(), "{}", text(&o));
     dir
+}
+
+/// `somna` in `dir` with `args`, then each of `sets` as `--set KEY=VALUE`.
+fn somna_with_sets(dir: &Path, args: &[&str], sets: &[String]) -> Output {
+    let mut all: Vec<&str> = args.to_vec();
+    for set in sets {
+        all.extend(["--set", set.as_str()]);
+    }
+    somna(dir, &all)
 }
 
 /// The last line of `bytes` (the error after any log lines).
@@ -238,8 +253,7 @@ fn conversation(n: usize) -> String {
 
 #[test]
 fn import_export_round_trip_of_10000_messages_and_prompt_preview() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let dir = configured();
     let input = conversation(10_000);
     let mut f = std::fs::File::create(dir.path().join("talk.jsonl")).unwrap();
     f.write_all(input.as_bytes()).unwrap();
@@ -279,8 +293,7 @@ fn import_export_round_trip_of_10000_messages_and_prompt_preview() {
             "--json",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: serde_json::Value = success_json(&o);
     let messages = v["messages"].as_array().unwrap();
     let system = messages[0]["content"].as_str().unwrap();
     assert!(
@@ -321,28 +334,9 @@ fn import_export_round_trip_of_10000_messages_and_prompt_preview() {
 
 #[test]
 fn journal_and_errors_for_unknown_agents() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
-    std::fs::write(dir.path().join("t.jsonl"), conversation(400)).unwrap();
-    assert!(
-        somna(dir.path(), &["import", "smith", "t.jsonl", "-q"])
-            .status
-            .success()
-    );
-    let o = somna(
-        dir.path(),
-        &[
-            "journal",
-            "smith",
-            "--source",
-            "compaction",
-            "--since",
-            "1d",
-            "--json",
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let entries: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let dir = imported(400);
+    let o = somna(dir.path(), &[&RECENT_COMPACTIONS[..], &["--json"]].concat());
+    let entries: Vec<serde_json::Value> = success_json(&o);
     assert!(!entries.is_empty());
     assert!(
         entries
@@ -369,8 +363,7 @@ fn journal_and_errors_for_unknown_agents() {
 /// a message naming the limit; nothing is written.
 #[test]
 fn send_refuses_input_over_the_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let dir = configured();
     let o = somna(dir.path(), &["create", "smith"]);
     assert!(o.status.success(), "{}", text(&o));
     // (0.8 × 2000 − 500 − 744) / 2 = 178 tokens: the working budget at a 2,000-token window is
@@ -384,8 +377,7 @@ fn send_refuses_input_over_the_limit() {
         "{t}"
     );
     let o = somna(dir.path(), &["history", "smith", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let history: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let history: Vec<serde_json::Value> = success_json(&o);
     assert!(history.is_empty(), "nothing was written: {history:?}");
     let o = somna(dir.path(), &["send", "smith", "Good morning."]);
     assert!(o.status.success(), "{}", text(&o));
@@ -395,8 +387,7 @@ fn send_refuses_input_over_the_limit() {
 /// prompt dates what it recalls.
 #[test]
 fn import_keeps_message_times_and_export_writes_them_back() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    let dir = configured();
     let lines: Vec<String> = (0..300)
         .map(|i| {
             let (role, name, text) = if i % 2 == 0 {
@@ -438,8 +429,7 @@ fn import_keeps_message_times_and_export_writes_them_back() {
             "--json",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v: serde_json::Value = success_json(&o);
     let note = v["messages"][v["working_context_index"].as_u64().unwrap() as usize]["content"]
         .as_str()
         .unwrap()
@@ -476,16 +466,10 @@ fn eval_recall_prints_a_json_report_of_every_method() {
             "defaults.compaction.max_context_tokens=4000",
         ],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report: serde_json::Value = success_json(&o);
     assert_eq!(report["questions"], 20);
     assert_eq!(report["max_context_tokens"], 4000);
-    let methods: Vec<&str> = report["methods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["method"].as_str().unwrap())
-        .collect();
+    let methods = strs(&report["methods"], "/method");
     assert_eq!(
         methods,
         [
@@ -586,25 +570,16 @@ fn migrate_store_copies_sled_into_postgres_and_back() {
 #[test]
 fn the_embedder_indexes_the_archive_and_each_input_over_the_wire() {
     let stub = somna_testkit::StubLlmServer::start();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = configured();
     let d = dir.path();
-    std::fs::write(d.join("runtime.toml"), CONFIG).unwrap();
     std::fs::write(d.join("t.jsonl"), conversation(400)).unwrap();
     let embed = [
-        "--set".to_string(),
         "embedder.provider=openai".to_string(),
-        "--set".to_string(),
         format!("embedder.base_url={}", stub.base_url()),
-        "--set".to_string(),
         "embedder.model=stub-embed".to_string(),
-        "--set".to_string(),
         "embedder.batch=100".to_string(),
     ];
-    let with = |args: &[&str]| -> Output {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(embed.iter().map(String::as_str));
-        somna(d, &all)
-    };
+    let with = |args: &[&str]| somna_with_sets(d, args, &embed);
     let o = with(&["import", "smith", "t.jsonl", "-q"]);
     assert!(o.status.success(), "{}", text(&o));
     let embedded: usize = stdout(&o)
@@ -642,8 +617,7 @@ fn the_embedder_indexes_the_archive_and_each_input_over_the_wire() {
     // again; the next sleep, with nothing archived since, embeds nothing.
     let before = stub.request_count();
     let o = with(&["sleep", "smith", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let sleep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sleep: serde_json::Value = success_json(&o);
     let sent: usize = stub
         .requests()
         .iter()
@@ -680,24 +654,14 @@ fn an_inventing_model_gets_none_of_its_values_into_memory() {
         let dir = imported(300);
         let d = dir.path();
         let llm = [
-            "--set".to_string(),
             "llm.provider=openai".to_string(),
-            "--set".to_string(),
             "llm.model=stub".to_string(),
-            "--set".to_string(),
             format!("llm.base_url={}", stub.base_url()),
-            "--set".to_string(),
             format!("llm.structured_output={mode}"),
-            "--set".to_string(),
             "defaults.memory.reflection_threshold=1".to_string(),
-            "--set".to_string(),
             "defaults.compaction.extraction=llm".to_string(),
         ];
-        let with = |args: &[&str]| -> Output {
-            let mut all: Vec<&str> = args.to_vec();
-            all.extend(llm.iter().map(String::as_str));
-            somna(d, &all)
-        };
+        let with = |args: &[&str]| somna_with_sets(d, args, &llm);
         let o = with(&["compact", "smith", "--force", "--json"]);
         assert!(o.status.success(), "{mode}: {}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

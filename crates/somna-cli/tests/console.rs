@@ -284,6 +284,36 @@ async fn get_json(url: &str, path: &str) -> Value {
         .unwrap()
 }
 
+/// Asserts that the page was not reloaded since the test marked its `window` (`notReloaded`).
+async fn assert_not_reloaded(c: &Client) {
+    let marked = c
+        .execute("return window.notReloaded === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(marked, json!(true), "the page was reloaded");
+}
+
+/// Aldric's line `i` about the wolves.
+fn wolves(i: usize) -> String {
+    format!(
+        "Line {i}: the wolves came down from the northern ridge last night, took two sheep from \
+         the miller's fold and left tracks all the way to the old chapel."
+    )
+}
+
+/// A browser session on a small run (no token) where smith heard Aldric's first six lines about
+/// the wolves and compacted them; the compaction's outcome. `None` without chromedriver.
+async fn after_the_wolves() -> Option<(Session, Value)> {
+    let chromedriver = chromedriver_or_skip()?;
+    let session = Session::start(&chromedriver, &small_config(), None).await;
+    let (dir, url) = (session.tmp.path(), session.served.url.as_str());
+    for i in 0..6 {
+        aldric_tells_smith(dir, url, &wolves(i));
+    }
+    let outcome = remote(dir, url, None, &["compact", "smith", "--force"]);
+    Some((session, outcome))
+}
+
 /// Compactions in the agent's event log.
 fn logged_compactions(dir: &Path, url: &str, agent: &str) -> usize {
     remote(dir, url, None, &["events", agent, "--limit", "1000"])["events"]
@@ -296,22 +326,15 @@ fn logged_compactions(dir: &Path, url: &str, agent: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_lists_charts_configures_and_updates_live() {
-    let Some(chromedriver) = chromedriver_or_skip() else {
+    let Some((session, _)) = after_the_wolves().await else {
         return;
     };
-    let session = Session::start(&chromedriver, &small_config(), None).await;
     let (dir, url, c) = (session.tmp.path(), session.served.url.clone(), &session.c);
     // A small run: smith talks and compacts twice, so its chart has marks.
-    for i in 0..10 {
-        let line = format!(
-            "Line {i}: the wolves came down from the northern ridge last night, took two sheep \
-             from the miller's fold and left tracks all the way to the old chapel."
-        );
-        aldric_tells_smith(dir, &url, &line);
-        if i == 5 || i == 9 {
-            remote(dir, &url, None, &["compact", "smith", "--force"]);
-        }
+    for i in 6..10 {
+        aldric_tells_smith(dir, &url, &wolves(i));
     }
+    remote(dir, &url, None, &["compact", "smith", "--force"]);
     let compactions = logged_compactions(dir, &url, "smith");
     assert!(compactions >= 1, "the run did not compact");
 
@@ -369,12 +392,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         "no compaction drawn in the chart"
     );
     // What the grounding check did is on the page as the API counts it, and on the chart's marks.
-    let status: Value = reqwest::get(format!("{url}/v1/agents/smith"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = get_json(&url, "/v1/agents/smith").await;
     let kept = status["grounding"]["kept"].as_u64().unwrap_or(0);
     assert!(kept > 0, "{status}");
     until(
@@ -401,12 +419,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         "document.getElementById('config-status').textContent === 'saved'",
     )
     .await;
-    let config: Value = reqwest::get(format!("{url}/v1/agents/smith/config"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let config = get_json(&url, "/v1/agents/smith/config").await;
     let config = config["config"]["compaction"].clone();
     assert_eq!(config["sleep_threshold"], json!(0.55));
     assert_eq!(config["emergency_threshold"], json!(0.65));
@@ -432,12 +445,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
     click(c, "#input-send").await;
     until(c, &format!("{replies} > {before}")).await;
     until(c, "[...document.querySelectorAll('#history-list li[data-role=user]')].some(li => li.textContent.includes('Have you seen my dog?'))").await;
-    assert_eq!(
-        c.execute("return window.notReloaded === true;", vec![])
-            .await
-            .unwrap(),
-        json!(true)
-    );
+    assert_not_reloaded(c).await;
 
     // A forced compaction from outside the page appears on the chart live.
     let marks = "document.querySelectorAll('#chart-marks li[data-mark=compaction], #chart-marks li[data-mark=emergency]').length";
@@ -456,12 +464,7 @@ async fn the_console_lists_charts_configures_and_updates_live() {
         &format!("document.querySelector('#history-list li[data-seq=\"{summary}\"]') !== null"),
     )
     .await;
-    assert_eq!(
-        c.execute("return window.notReloaded === true;", vec![])
-            .await
-            .unwrap(),
-        json!(true)
-    );
+    assert_not_reloaded(c).await;
     // Undo the newest compaction from its marker on the chart: the originals come back. The
     // chart re-renders on live events (the agent may be sleeping now), so the button is found
     // and clicked in one script, never held across a re-render.
@@ -504,21 +507,12 @@ async fn the_console_lists_charts_configures_and_updates_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_page_shows_what_the_agent_sees() {
-    let Some(chromedriver) = chromedriver_or_skip() else {
-        return;
-    };
-    let session = Session::start(&chromedriver, &small_config(), None).await;
-    let (dir, url, c) = (session.tmp.path(), session.served.url.clone(), &session.c);
     // Smith hears of the wolves, compacts (the lines go to the archive, a synthesis entry to the
     // journal) and sleeps (memory facts); then the talk moves on.
-    for i in 0..6 {
-        let line = format!(
-            "Line {i}: the wolves came down from the northern ridge, took two sheep from the \
-             miller's fold and left tracks all the way to the old chapel."
-        );
-        aldric_tells_smith(dir, &url, &line);
-    }
-    let outcome = remote(dir, &url, None, &["compact", "smith", "--force"]);
+    let Some((session, outcome)) = after_the_wolves().await else {
+        return;
+    };
+    let (dir, url, c) = (session.tmp.path(), session.served.url.clone(), &session.c);
     assert_eq!(outcome["outcome"], "done", "{outcome}");
     remote(dir, &url, None, &["sleep", "smith"]);
     for i in 0..3 {

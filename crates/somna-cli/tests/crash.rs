@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use somna_core::AgentId;
 use somna_store::{Store, StoreOptions};
-use support::{Served, command};
+use support::{Served, command, env_or};
 
 const CONFIG: &str = r#"
 [store]
@@ -116,13 +116,6 @@ impl Rng {
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo + 1)
     }
-}
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
 }
 
 /// What a crash run found wrong, with its directory kept for inspection.

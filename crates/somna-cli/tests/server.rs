@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Served, assert_says, text};
+use support::{RECENT_COMPACTIONS, Served, assert_says, text};
 
 const TOKEN: &str = "cli-test-token";
 
@@ -181,14 +181,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     assert_eq!(outcome["preserved"], 4);
     assert_eq!(outcome["compacted"], 8);
     let summary_seq = outcome["summary_seq"].as_u64().unwrap();
-    let j = json(&[
-        "journal",
-        "smith",
-        "--source",
-        "compaction",
-        "--since",
-        "1d",
-    ]);
+    let j = json(&RECENT_COMPACTIONS);
     let entries = j["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{j}");
     assert_eq!(entries[0]["source_type"], "compaction");

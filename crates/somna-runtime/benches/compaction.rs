@@ -158,55 +158,59 @@ fn benches(c: &mut Criterion) {
         b.iter(|| p.summarizer_view(&live, &counter))
     });
 
-    let mut group = c.benchmark_group("plan+mask+commit");
-    group.sample_size(20);
-    group.bench_function("2000", |b| {
-        b.iter_batched(
-            || filled_store(&history),
-            |(store, id)| {
-                let outcome = compact(&store, &id, &cfg, &counter);
-                // Returned so that dropping the store (sled's shutdown) happens outside the timing.
-                (store, outcome)
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    group.finish();
+    per_iteration(
+        c,
+        "plan+mask+commit",
+        || filled_store(&history),
+        |(store, id)| {
+            let outcome = compact(&store, &id, &cfg, &counter);
+            (store, outcome)
+        },
+    );
 
     // One figure per step of the commit side: the store's transaction alone, and the search
     // index's catch-up that used to run inside it (the runtime now runs it in the background).
-    let mut group = c.benchmark_group("commit");
+    per_iteration(
+        c,
+        "commit",
+        || {
+            let (store, id) = filled_store(&history);
+            let commit = prepare(&store, &id, &cfg, &counter);
+            (store, id, commit)
+        },
+        |(store, id, commit)| {
+            let outcome = store.commit_compaction(&id, &commit).unwrap();
+            (store, outcome)
+        },
+    );
+    per_iteration(
+        c,
+        "index_archive",
+        || {
+            let (store, id) = filled_store(&history);
+            compact(&store, &id, &cfg, &counter);
+            (store, id)
+        },
+        |(store, id)| {
+            store.index_archive(&id).unwrap();
+            store
+        },
+    );
+}
+
+/// Benchmark group `name` (20 samples, one function, `2000`): `routine` on a fresh input from
+/// `setup` each iteration. What `routine` returns (the store) is dropped outside the timing, so
+/// that sled's shutdown is not measured.
+fn per_iteration<I, O>(
+    c: &mut Criterion,
+    name: &str,
+    mut setup: impl FnMut() -> I,
+    mut routine: impl FnMut(I) -> O,
+) {
+    let mut group = c.benchmark_group(name);
     group.sample_size(20);
     group.bench_function("2000", |b| {
-        b.iter_batched(
-            || {
-                let (store, id) = filled_store(&history);
-                let commit = prepare(&store, &id, &cfg, &counter);
-                (store, id, commit)
-            },
-            |(store, id, commit)| {
-                let outcome = store.commit_compaction(&id, &commit).unwrap();
-                (store, outcome)
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    group.finish();
-    let mut group = c.benchmark_group("index_archive");
-    group.sample_size(20);
-    group.bench_function("2000", |b| {
-        b.iter_batched(
-            || {
-                let (store, id) = filled_store(&history);
-                compact(&store, &id, &cfg, &counter);
-                (store, id)
-            },
-            |(store, id)| {
-                store.index_archive(&id).unwrap();
-                store
-            },
-            BatchSize::PerIteration,
-        )
+        b.iter_batched(&mut setup, &mut routine, BatchSize::PerIteration)
     });
     group.finish();
 }

@@ -30,9 +30,7 @@ async fn recall_finds_matching_facts_and_archived_turns() {
          ## Pending\n- Deliveries by day 7.\n## User facts\n- Aldric pays in silver.\n\
          ## Artifacts\n- sword, horseshoe, lantern",
     ));
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
+    let (store, smith) = new_agent("smith");
     // Two memory facts, from two journal entries.
     notes(
         &store,

@@ -132,9 +132,7 @@ async fn the_largest_accepted_input_is_compacted_below_the_threshold() {
     stub.set_default(Reply::text(
         "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
+    let (store, smith) = new_agent("smith");
     let config = agent_config("smith", 2048);
     let limit = config.compaction.input_limit();
     let mut agent = Agent::load(

@@ -22,11 +22,6 @@ fn builtin() -> std::sync::Arc<dyn LlmClient> {
     somna_llm::build_client_from_env(&config().llm).unwrap()
 }
 
-fn overrides(pairs: &[&str]) -> AgentOverrides {
-    let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-    AgentOverrides::from_pairs(&pairs).unwrap()
-}
-
 #[test]
 fn offline_create_retire_and_load_follow_one_policy() {
     let offline = Offline::new(config(), Store::temporary().unwrap(), Clock::real());

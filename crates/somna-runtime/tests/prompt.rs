@@ -2,6 +2,7 @@
 //! cache-stable order, with archive hits recalled together with their neighbouring turns, dated.
 
 use proptest::prelude::*;
+use somna_core::config::AgentConfig;
 use somna_core::message::{Message, ToolCall};
 use somna_core::record::Trigger;
 use somna_core::{Role, Timestamp};
@@ -32,6 +33,28 @@ fn builtin_client() -> std::sync::Arc<dyn somna_llm::LlmClient> {
 fn with_count(mut m: Message) -> Message {
     m.tokens = counter().count_message(&m);
     m
+}
+
+/// The config of `npc`: an 8,192-token window, a quarter of the prompt for the working context.
+fn npc_config() -> AgentConfig {
+    let mut config = agent_config("npc", 8_192);
+    config.compaction.working_share = 0.25;
+    config
+}
+
+/// A temporary store where `agent` said `n` turns of `words` words ([`said`]), all but the last
+/// `keep` of them compacted.
+async fn compacted_talk(
+    agent: &str,
+    n: usize,
+    words: usize,
+    keep: u32,
+) -> (Store, somna_core::AgentId) {
+    let (store, agent) = new_agent(agent);
+    let talk: Vec<Message> = (0..n).map(|i| said(i, words)).collect();
+    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
+    compact_all_but(&store, &agent, keep).await;
+    (store, agent)
 }
 
 /// A compaction of everything but the last `keep` live messages, with the builtin summarizer.
@@ -114,9 +137,7 @@ proptest! {
     /// its reported parts add up.
     #[test]
     fn the_prompt_never_exceeds_its_budget(case in case()) {
-        let store = Store::temporary().unwrap();
-        let agent = id("npc");
-        store.create_agent(&agent, Timestamp(0)).unwrap();
+        let (store, agent) = new_agent("npc");
         let mut config = agent_config("npc", case.window);
         config.compaction.max_reply_tokens = case.reply;
         config.compaction.working_share = case.share;
@@ -186,14 +207,8 @@ proptest! {
 /// prompt minus its context note; only the new turns and the new note differ.
 #[tokio::test]
 async fn consecutive_prompts_share_everything_but_the_new_turns_and_the_note() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
-    let old: Vec<Message> = (0..40).map(|i| said(i, 20)).collect();
-    store.append_batch(&agent, old, Timestamp(0)).unwrap();
-    compact_all_but(&store, &agent, 6).await;
-    let mut config = agent_config("npc", 8_192);
-    config.compaction.working_share = 0.25;
+    let (store, agent) = compacted_talk("npc", 40, 20, 6).await;
+    let config = npc_config();
     let counter = counter();
     // The prompt over the agent's history as it is now.
     let current_prompt = || {
@@ -232,9 +247,7 @@ async fn consecutive_prompts_share_everything_but_the_new_turns_and_the_note() {
 /// excerpt; the answer in the reply is there though it shares no word with the question.
 #[tokio::test]
 async fn a_hit_brings_its_neighbours_and_their_dates() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("npc");
     let day = |d: u64| Timestamp::parse_rfc3339(&format!("2023-05-{d:02}T10:00:00Z")).unwrap();
     let mut talk = vec![
         Message::user("Nora, what did you end up naming the puppy?").with_name("Omar"),
@@ -250,8 +263,7 @@ async fn a_hit_brings_its_neighbours_and_their_dates() {
     store.append_batch(&agent, filler, Timestamp(0)).unwrap();
     compact_all_but(&store, &agent, 4).await;
 
-    let mut config = agent_config("npc", 8_192);
-    config.compaction.working_share = 0.25;
+    let config = npc_config();
     let (built, working) = prompt::preview(
         &store,
         &agent,
@@ -283,9 +295,7 @@ async fn a_hit_brings_its_neighbours_and_their_dates() {
 /// seventh point of a long reply is still in the prompt, and no line of the note ends in a cut.
 #[tokio::test]
 async fn a_long_hit_is_whole_and_a_long_neighbour_is_left_out() {
-    let store = Store::temporary().unwrap();
-    let agent = id("helper");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("helper");
     let advice = |topic: &str, n: usize| -> String {
         (1..=n)
             .map(|i| format!("{i}. Keep the {topic} routine steady, step {i} of the plan."))
@@ -360,12 +370,7 @@ async fn a_long_hit_is_whole_and_a_long_neighbour_is_left_out() {
 /// often the reply to it).
 #[tokio::test]
 async fn past_the_best_two_a_hit_found_by_meaning_comes_alone() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
-    let talk: Vec<Message> = (0..40).map(|i| said(i, 6)).collect();
-    store.append_batch(&agent, talk, Timestamp(0)).unwrap();
-    compact_all_but(&store, &agent, 4).await;
+    let (store, agent) = compacted_talk("npc", 40, 6, 4).await;
     // Toy vectors: turns 10, 20 and 30 mean what the question means, in that order; the
     // rest mean something else.
     let vector = |seq: u64| match seq {
@@ -384,8 +389,7 @@ async fn past_the_best_two_a_hit_found_by_meaning_comes_alone() {
         .put_vectors(&agent, "toy", todo.through, &pairs)
         .unwrap();
 
-    let mut config = agent_config("npc", 8_192);
-    config.compaction.working_share = 0.25;
+    let mut config = npc_config();
     config.memory.working_archive = 3;
     let question = vec![1.0, 0.0, 0.0];
     let recalled = |text: &str| {
@@ -422,9 +426,7 @@ async fn past_the_best_two_a_hit_found_by_meaning_comes_alone() {
 /// checked, and still fits its room at every size.
 #[tokio::test]
 async fn a_note_over_days_that_go_back_stays_within_its_room() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("npc");
     let day = |d: u64| Timestamp(d * 86_400_000);
     let mut talk: Vec<Message> = (0..60).map(|i| said(i, 4)).collect();
     for (i, m) in talk.iter_mut().enumerate() {
@@ -468,9 +470,7 @@ async fn a_note_over_days_that_go_back_stays_within_its_room() {
 /// the one of June for "in June 2023", and the newer one when no period is named.
 #[tokio::test]
 async fn a_named_period_puts_its_turns_first() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("npc");
     let at = |s: &str| Timestamp::parse_rfc3339(s).unwrap();
     // The two zither turns far apart, so that neither is the other's neighbour.
     let mut talk: Vec<Message> = (0..30).map(|i| said(i, 10)).collect();
@@ -482,8 +482,7 @@ async fn a_named_period_puts_its_turns_first() {
     store.append_batch(&agent, talk, Timestamp(0)).unwrap();
     compact_all_but(&store, &agent, 4).await;
 
-    let mut config = agent_config("npc", 8_192);
-    config.compaction.working_share = 0.25;
+    let mut config = npc_config();
     config.memory.working_archive = 1;
     let recalled = |question: &str| {
         let (_, working) = prompt::preview(
@@ -543,9 +542,7 @@ async fn consecutive_requests_on_the_wire_share_their_prefix() {
     let stub = StubLlmServer::start();
     stub.set_default(Reply::text("Aye, the mill keeps turning."));
     stub.set_cache_report(CacheReport::CommonPrefix);
-    let store = Store::temporary().unwrap();
-    let agent = id("wren");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("wren");
     fill(&store, &agent, 60, Timestamp(0));
     compact_all_but(&store, &agent, 8).await;
     let mut config = agent_config("wren", 16_384);
@@ -621,9 +618,7 @@ async fn consecutive_requests_on_the_wire_share_their_prefix() {
 /// one token over the budget.)
 #[test]
 fn a_persona_that_leaves_no_room_is_cut_rather_than_overflow() {
-    let store = Store::temporary().unwrap();
-    let agent = id("npc");
-    store.create_agent(&agent, Timestamp(0)).unwrap();
+    let (store, agent) = new_agent("npc");
     let counter = counter();
     let input = with_count(Message::user(line(3).repeat(200)).with_name("Aldric"));
     for repeats in [120, 134, 140, 400] {

@@ -9,7 +9,7 @@ use somna_core::record::Trigger;
 use somna_core::{Role, Timestamp};
 use somna_runtime::compactor::{CompactRequest, Compactor};
 use somna_runtime::protocol::CompactionOutcome;
-use somna_store::{Store, UncompactOutcome};
+use somna_store::UncompactOutcome;
 
 use crate::support::*;
 
@@ -81,9 +81,7 @@ proptest! {
     #[test]
     fn commit_then_uncompact_restores_exactly(steps in prop::collection::vec(step(), 8..60)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let store = Store::temporary().unwrap();
-        let agent = id("prop");
-        store.create_agent(&agent, Timestamp(0)).unwrap();
+        let (store, agent) = new_agent("prop");
         store.append_batch(&agent, build(&steps), Timestamp(0)).unwrap();
         let before = store.history(&agent).unwrap();
         let total: u64 = before.iter().map(|m| u64::from(m.tokens)).sum();

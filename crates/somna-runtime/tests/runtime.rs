@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use somna_core::config::{AgentOverrides, CompactionOverrides, ResolvedConfig};
+use somna_core::config::{AgentOverrides, ResolvedConfig};
 use somna_core::record::Trigger;
-use somna_core::{AgentId, Timestamp};
+use somna_core::{AgentId, Message, Timestamp};
 use somna_llm::LlmClient;
 use somna_runtime::protocol::SleepResult;
-use somna_runtime::{Event, Inbound, Runtime, RuntimeOptions, Stamped};
+use somna_runtime::{CompactionReport, Event, Inbound, Runtime, RuntimeOptions, Stamped};
 use somna_store::{Store, StoreOptions};
 use somna_testkit::{Reply, StubLlmServer};
 use tokio::sync::broadcast;
@@ -171,21 +171,9 @@ async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
     stub.push(Reply::text(
         "- Aldric owes 40 silver [#0]\n- Marta's inn needs a kettle [#1]",
     ));
-    let runtime = Runtime::start(
-        cfg,
-        store.clone(),
-        llm,
-        RuntimeOptions {
-            schedule_sleeps: true,
-            ..options(false)
-        },
-    )
-    .unwrap();
+    let runtime = Runtime::start(cfg, store.clone(), llm, options(true)).unwrap();
     let mut rx = runtime.subscribe();
-    let events = wait_for(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, Event::SleepCompleted { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(10), "sleep_completed").await;
     assert_eq!(
         kinds(&events, &smith),
         [
@@ -212,8 +200,7 @@ async fn sleep_consolidates_before_compacting_and_journals_the_synthesis() {
 #[actix::test]
 async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
     let stub = StubLlmServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let (dir, store) = on_disk();
     let (eager, patient) = (id("eager"), id("patient"));
     for a in [&eager, &patient] {
         store.create_agent(a, Timestamp(0)).unwrap();
@@ -244,31 +231,13 @@ async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
 
     // Lower the patient agent's threshold at run time: the next sleep compacts.
     let changed = runtime
-        .configure(
-            &patient,
-            AgentOverrides {
-                compaction: CompactionOverrides {
-                    sleep_threshold: Some(0.6),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+        .configure(&patient, overrides(&["compaction.sleep_threshold=0.6"]))
         .await
         .unwrap();
     assert_eq!(changed.compaction.sleep_threshold, 0.6);
     // An invalid change is refused and names the key.
     let err = runtime
-        .configure(
-            &patient,
-            AgentOverrides {
-                compaction: CompactionOverrides {
-                    emergency_threshold: Some(0.5),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+        .configure(&patient, overrides(&["compaction.emergency_threshold=0.5"]))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("emergency_threshold"), "{err}");
@@ -285,6 +254,13 @@ async fn agents_honour_their_own_thresholds_and_configure_survives_a_restart() {
     assert_eq!(status.config.compaction.sleep_threshold, 0.6);
     assert_eq!(status.compaction_count, 1);
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// A store in a fresh directory, for a run that restarts on it ([`reopen`]).
+fn on_disk() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    (dir, store)
 }
 
 /// Opens a database again once every handle of the previous run is gone (the actors drop theirs
@@ -305,8 +281,7 @@ async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
     // The summary request is held until the end of the test: the compaction cannot finish.
     stub.hold();
     stub.set_default(Reply::text("## Topic arc\n- x"));
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let (dir, store) = on_disk();
     let smith = id("smith");
     store.create_agent(&smith, Timestamp(0)).unwrap();
     let appended = fill(&store, &smith, 40, Timestamp(0));
@@ -339,52 +314,30 @@ async fn shutdown_during_an_in_flight_compaction_loses_nothing() {
 #[actix::test]
 async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
+    let (store, smith) = empty_store();
     let cfg = config(&[(
         "smith",
         8192,
         "tools = [{ name = \"give_item\", description = \"Give an item\", parameters = '{\"type\":\"object\"}' }]",
     )]);
-    stub.push(Reply::tool_call(
-        "call_1",
-        "give_item",
-        &serde_json::json!({"item": "sword"}),
-    ));
+    stub.push(give_item("call_1", "sword"));
     stub.push(Reply::text("Here is your sword."));
-    stub.push(Reply::tool_call(
-        "call_2",
-        "give_item",
-        &serde_json::json!({"item": "shield"}),
-    ));
+    stub.push(give_item("call_2", "shield"));
     stub.push(Reply::text("Sorry, I could not hand it over."));
     let runtime = start_stubbed(cfg, &store, &stub);
     let mut rx = runtime.subscribe();
 
     // The host answers the first call.
     aldric_says(&runtime, &smith, "A sword, please.").await;
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::ToolCallRequested { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(5), "tool_call_requested").await;
     let Some(Event::ToolCallRequested { call_id, name, .. }) = events.last() else {
         unreachable!()
     };
     assert_eq!((call_id.as_str(), name.as_str()), ("call_1", "give_item"));
-    runtime
-        .send(
-            &smith,
-            Inbound::ToolResult {
-                call_id: "call_1".into(),
-                content: "{\"ok\":true}".into(),
-            },
-        )
+    host_answers(&runtime, &smith, "call_1", "{\"ok\":true}")
         .await
         .unwrap();
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(5), "agent_replied").await;
     let Some(Event::AgentReplied { text, .. }) = events.last() else {
         unreachable!()
     };
@@ -403,10 +356,7 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
 
     // The host never answers the second call: after tool_timeout the model gets an error result.
     aldric_says(&runtime, &smith, "And a shield.").await;
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(5), "agent_replied").await;
     assert!(
         events
             .iter()
@@ -417,26 +367,13 @@ async fn an_agent_replies_and_calls_a_host_tool_that_times_out_or_answers() {
     assert_eq!(last["role"], "tool");
     assert!(last["content"].as_str().unwrap().contains("did not answer"));
     // An answer to an unknown call is refused.
-    assert!(
-        runtime
-            .send(
-                &smith,
-                Inbound::ToolResult {
-                    call_id: "nope".into(),
-                    content: "x".into()
-                }
-            )
-            .await
-            .is_err()
-    );
-    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
-    assert_invariants(&store, &smith);
+    assert!(host_answers(&runtime, &smith, "nope", "x").await.is_err());
+    stop_checked(runtime, &store, &smith).await;
 }
 
 #[actix::test]
 async fn the_builtin_provider_talks_notes_and_recalls_offline() {
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
+    let (store, smith) = empty_store();
     let cfg = config(&[("smith", 8192, "")]);
     let runtime = start(cfg, &store, Arc::new(somna_llm::BuiltinClient::new()));
     let mut rx = runtime.subscribe();
@@ -471,9 +408,7 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
 #[actix::test]
 async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
-    store.create_agent(&smith, Timestamp(0)).unwrap();
+    let (store, smith) = new_agent("smith");
     // A persona so long that it alone is over the emergency threshold: compaction cannot help.
     // Configuration refuses such a persona by its raw count, so it is set after validation, as a
     // calibration factor above 1 (a server counting more tokens than Somna estimates) can make
@@ -487,10 +422,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let mut cfg = config(&[("smith", window, "")]);
     cfg.agents[0].persona = persona;
     let (runtime, mut rx) = start_subscribed(cfg, &store, summarizer(&stub));
-    let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
-        matches!(e, Event::EmergencyStuck { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(20), "emergency_stuck").await;
     assert_eq!(
         kinds(&events, &smith),
         [
@@ -519,10 +451,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     // its own ticks notice within `FULL_CHECK_EVERY` of them; an explicit tick notices at once.
     fill(&store, &smith, 1, Timestamp(0));
     runtime.tick(&smith).await.unwrap();
-    let events = wait_for(&mut rx, Duration::from_secs(20), |e| {
-        matches!(e, Event::CompactionSkipped { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(20), "compaction_skipped").await;
     assert_eq!(kinds(&events, &smith)[0], "emergency_triggered");
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -530,8 +459,7 @@ async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
 #[actix::test]
 async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
     let stub = StubLlmServer::start();
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
+    let (store, smith) = empty_store();
     let cfg = config(&[("smith", 8192, "")]);
     // The step's reply is held until the sleep and the compaction are queued behind it.
     stub.hold();
@@ -583,13 +511,8 @@ async fn a_sleep_asked_for_while_the_agent_is_busy_runs_after_the_job() {
 #[actix::test]
 async fn uncompact_through_the_runtime_restores_and_says_so() {
     let stub = StubLlmServer::start();
-    let (store, smith) = with_history("smith", 30);
-    let before = store.history(&smith).unwrap();
-    let cfg = config(&[("smith", 8192, "")]);
-    let runtime = start(cfg, &store, summarizer(&stub));
+    let (store, smith, runtime, before, report) = compacted_smith(&stub).await;
     let mut rx = runtime.subscribe();
-    let outcome = runtime.compact(&smith, true).await.unwrap();
-    let report = outcome.report().expect("compacted").clone();
     let seq = report.summary_seq.unwrap();
     let n = report.compacted;
     let undone = runtime.uncompact(&smith, seq).await.unwrap();
@@ -598,10 +521,7 @@ async fn uncompact_through_the_runtime_restores_and_says_so() {
         somna_store::UncompactOutcome::Restored { restored: n }
     );
     assert_eq!(store.history(&smith).unwrap(), before);
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::Uncompacted { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(5), "uncompacted").await;
     assert!(
         matches!(events.last(), Some(Event::Uncompacted { summary_seq: 0, restored, .. }) if *restored == n)
     );
@@ -613,8 +533,7 @@ async fn uncompact_through_the_runtime_restores_and_says_so() {
 #[actix::test]
 async fn send_waits_for_a_flush_only_with_durable_acks() {
     for durable in [true, false] {
-        let store = Store::temporary().unwrap();
-        let smith = id("smith");
+        let (store, smith) = empty_store();
         let cfg = config(&[("smith", 8192, "")]);
         let cfg = ResolvedConfig {
             store: somna_core::config::StoreConfig {
@@ -651,27 +570,19 @@ async fn send_waits_for_a_flush_only_with_durable_acks() {
 #[actix::test]
 async fn a_pending_host_tool_call_survives_a_restart() {
     let stub = StubLlmServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let (dir, store) = on_disk();
     let smith = id("smith");
     let cfg = config(&[(
         "smith",
         8192,
         "tool_timeout = \"1h\"\ntools = [{ name = \"give_item\", parameters = '{\"type\":\"object\"}' }]",
     )]);
-    stub.push(Reply::tool_call(
-        "call_1",
-        "give_item",
-        &serde_json::json!({"item": "sword"}),
-    ));
+    stub.push(give_item("call_1", "sword"));
     let llm = stub_client(&stub, Duration::from_secs(5));
     let runtime = start(cfg.clone(), &store, Arc::clone(&llm));
     let mut rx = runtime.subscribe();
     aldric_says(&runtime, &smith, "A sword, please.").await;
-    wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::ToolCallRequested { .. })
-    })
-    .await;
+    until_kind(&mut rx, Duration::from_secs(5), "tool_call_requested").await;
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
     drop(runtime);
     drop(store);
@@ -688,27 +599,16 @@ async fn a_pending_host_tool_call_survives_a_restart() {
         .collect();
     assert_eq!(pending, ["call_1"]);
     let mut rx = runtime.subscribe();
-    runtime
-        .send(
-            &smith,
-            Inbound::ToolResult {
-                call_id: "call_1".into(),
-                content: "{\"ok\":true}".into(),
-            },
-        )
+    host_answers(&runtime, &smith, "call_1", "{\"ok\":true}")
         .await
         .unwrap();
-    let events = wait_for(&mut rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(5), "agent_replied").await;
     assert!(
         matches!(events.last(), Some(Event::AgentReplied { text, .. }) if text == "Here is your sword.")
     );
     let sent = stub.last_request().unwrap();
     assert_eq!(sent.messages().last().unwrap()["role"], "tool");
-    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
-    assert_invariants(&store, &smith);
+    stop_checked(runtime, &store, &smith).await;
 }
 
 /// The acceptance test of issue 10 item 7: `sleep_every` changed at run time is honoured by the
@@ -716,17 +616,13 @@ async fn a_pending_host_tool_call_survives_a_restart() {
 /// 50 ms (real time here) it sleeps.
 #[actix::test]
 async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
-    let store = Store::temporary().unwrap();
-    let smith = id("smith");
+    let (store, smith) = empty_store();
     let cfg = config(&[("smith", 8192, "sleep_every = \"365d\"")]);
     let runtime = Runtime::start(
         cfg,
         store.clone(),
         Arc::new(somna_llm::BuiltinClient::new()),
-        RuntimeOptions {
-            schedule_sleeps: true,
-            ..options(false)
-        },
+        options(true),
     )
     .unwrap();
     let mut rx = runtime.subscribe();
@@ -741,10 +637,7 @@ async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
         .await
         .unwrap();
     assert_eq!(changed.sleep_every, Duration::from_millis(50));
-    let events = wait_for(&mut rx, Duration::from_secs(10), |e| {
-        matches!(e, Event::SleepCompleted { .. })
-    })
-    .await;
+    let events = until_kind(&mut rx, Duration::from_secs(10), "sleep_completed").await;
     assert!(kinds(&events, &smith).contains(&"sleep_started"));
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -754,12 +647,7 @@ async fn a_run_time_sleep_every_change_is_honoured_without_restart() {
 #[actix::test]
 async fn uncompact_of_a_retired_agent_is_routed_to_the_store_by_the_runtime() {
     let stub = StubLlmServer::start();
-    let (store, smith) = with_history("smith", 30);
-    let before = store.history(&smith).unwrap();
-    let cfg = config(&[("smith", 8192, "")]);
-    let runtime = start(cfg, &store, summarizer(&stub));
-    let outcome = runtime.compact(&smith, true).await.unwrap();
-    let report = outcome.report().expect("compacted").clone();
+    let (store, smith, runtime, before, report) = compacted_smith(&stub).await;
     let seq = report.summary_seq.unwrap();
     runtime.retire_agent(&smith).await.unwrap();
     let undone = runtime.uncompact(&smith, seq).await.unwrap();
@@ -777,6 +665,31 @@ async fn uncompact_of_a_retired_agent_is_routed_to_the_store_by_the_runtime() {
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+/// `smith` with 30 turns of history in a running runtime, compacted once by `stub`'s summarizer:
+/// the store, the id, the runtime, the history before the compaction and the compaction's report.
+async fn compacted_smith(
+    stub: &StubLlmServer,
+) -> (Store, AgentId, Runtime, Vec<Message>, CompactionReport) {
+    let (store, smith) = with_history("smith", 30);
+    let before = store.history(&smith).unwrap();
+    let cfg = config(&[("smith", 8192, "")]);
+    let runtime = start(cfg, &store, summarizer(stub));
+    let outcome = runtime.compact(&smith, true).await.unwrap();
+    let report = outcome.report().expect("compacted").clone();
+    (store, smith, runtime, before, report)
+}
+
+/// A temporary store without agents, and the id `smith` (the runtime creates it from its config).
+fn empty_store() -> (Store, AgentId) {
+    (Store::temporary().unwrap(), id("smith"))
+}
+
+/// Shuts `runtime` down, then checks the store's invariants for `agent`.
+async fn stop_checked(runtime: Runtime, store: &Store, agent: &AgentId) {
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_invariants(store, agent);
+}
+
 /// Aldric says `line` to `agent`; returns once the input is acknowledged.
 async fn aldric_says(runtime: &Runtime, agent: &AgentId, line: &str) {
     let input = Inbound::User {
@@ -786,12 +699,38 @@ async fn aldric_says(runtime: &Runtime, agent: &AgentId, line: &str) {
     runtime.send(agent, input).await.unwrap();
 }
 
+/// The model's call `call_id` of the host tool `give_item` for `item`.
+fn give_item(call_id: &str, item: &str) -> Reply {
+    Reply::tool_call(call_id, "give_item", &serde_json::json!({ "item": item }))
+}
+
+/// The host's answer `content` to the tool call `call_id` of `agent`.
+async fn host_answers(
+    runtime: &Runtime,
+    agent: &AgentId,
+    call_id: &str,
+    content: &str,
+) -> Result<(), somna_runtime::RuntimeError> {
+    let input = Inbound::ToolResult {
+        call_id: call_id.into(),
+        content: content.into(),
+    };
+    runtime.send(agent, input).await
+}
+
+/// The events on `rx` up to and including the next one of `kind` (`agent_replied`), within
+/// `timeout`.
+async fn until_kind(
+    rx: &mut broadcast::Receiver<Stamped>,
+    timeout: Duration,
+    kind: &str,
+) -> Vec<Event> {
+    wait_for(rx, timeout, |e| e.kind() == kind).await
+}
+
 /// The text of the next `agent_replied` event on `rx` (within 5 s).
 async fn next_reply(rx: &mut broadcast::Receiver<Stamped>) -> String {
-    let events = wait_for(rx, Duration::from_secs(5), |e| {
-        matches!(e, Event::AgentReplied { .. })
-    })
-    .await;
+    let events = until_kind(rx, Duration::from_secs(5), "agent_replied").await;
     match events.last() {
         Some(Event::AgentReplied { text, .. }) => text.clone(),
         _ => panic!("no reply: {events:?}"),
@@ -805,8 +744,7 @@ async fn next_reply(rx: &mut broadcast::Receiver<Stamped>) -> String {
 #[actix::test]
 async fn a_tired_agent_sleeps_before_its_emergency() {
     for scheduled in [true, false] {
-        let store = Store::temporary().unwrap();
-        let smith = id("smith");
+        let (store, smith) = empty_store();
         let cfg = runtime_config(
             Extra {
                 defaults: "sleep_every = \"1h\"",
@@ -826,12 +764,7 @@ async fn a_tired_agent_sleeps_before_its_emergency() {
                 &format!("Order {i}: two iron hinges and a latch for the barn door, by Friday."),
             )
             .await;
-            events.extend(
-                wait_for(&mut rx, Duration::from_secs(10), |e| {
-                    matches!(e, Event::AgentReplied { .. })
-                })
-                .await,
-            );
+            events.extend(until_kind(&mut rx, Duration::from_secs(10), "agent_replied").await);
             // The schedule the agent's load wrote.
             due = due.or(store.agent(&smith).unwrap().unwrap().next_sleep_at);
         }

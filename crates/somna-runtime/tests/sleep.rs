@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use somna_core::config::ResolvedConfig;
-use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
+use somna_core::{AgentId, JournalEntry, SourceType, Timestamp};
 use somna_runtime::Runtime;
 use somna_runtime::agent::{MAX_REFLECTION_CHARS, MAX_REFLECTION_LINES};
 use somna_runtime::protocol::CompactionOutcome;
@@ -145,15 +145,7 @@ async fn reflection_during_sleep_writes_capped_entries() {
 
     let (_, error) = slept(runtime.sleep(&smith).await.unwrap());
     assert_eq!(error, None);
-    let reflections = store
-        .query_journal(
-            &smith,
-            &JournalQuery {
-                source_type: Some(SourceType::Reflection),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let reflections = journal_of(&store, &smith, SourceType::Reflection, &[]);
     assert_eq!(reflections.len(), MAX_REFLECTION_LINES, "{reflections:?}");
     for r in &reflections {
         let chars = r.content.chars().count();

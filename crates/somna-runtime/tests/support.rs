@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use somna_core::config::{AgentConfig, LlmConfig, Provider, ResolvedConfig};
+use somna_core::config::{AgentConfig, AgentOverrides, LlmConfig, Provider, ResolvedConfig};
 use somna_core::message::{Message, ToolCall};
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, JournalEntry, JournalQuery, SourceType, Timestamp};
@@ -22,6 +22,12 @@ pub const MODEL: &str = "stub-model";
 
 pub fn id(s: &str) -> AgentId {
     AgentId::new(s).unwrap()
+}
+
+/// A run-time config change from `key=value` pairs, as `somna configure` takes them.
+pub fn overrides(pairs: &[&str]) -> AgentOverrides {
+    let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+    AgentOverrides::from_pairs(&pairs).unwrap()
 }
 
 /// An agent config with a small window so a few dozen messages fill it.
@@ -120,11 +126,17 @@ pub fn start_stubbed(cfg: ResolvedConfig, store: &Store, stub: &StubLlmServer) -
     start(cfg, store, stub_client(stub, Duration::from_secs(5)))
 }
 
-/// A temporary store where `agent` exists with `n` turns of history (see [`fill`]).
-pub fn with_history(agent: &str, n: usize) -> (Store, AgentId) {
+/// A temporary store where `agent` exists (created at time 0), with no history yet.
+pub fn new_agent(agent: &str) -> (Store, AgentId) {
     let store = Store::temporary().unwrap();
     let agent = id(agent);
     store.create_agent(&agent, Timestamp(0)).unwrap();
+    (store, agent)
+}
+
+/// A temporary store where `agent` exists with `n` turns of history (see [`fill`]).
+pub fn with_history(agent: &str, n: usize) -> (Store, AgentId) {
+    let (store, agent) = new_agent(agent);
     fill(&store, &agent, n, Timestamp(0));
     (store, agent)
 }
@@ -207,16 +219,22 @@ pub fn notes(store: &Store, agent: &AgentId, notes: &[&str]) {
 
 /// The agent's synthesis entries: source type `compaction`, tag `synthesis`.
 pub fn synthesis_entries(store: &Store, agent: &AgentId) -> Vec<JournalEntry> {
-    store
-        .query_journal(
-            agent,
-            &JournalQuery {
-                source_type: Some(SourceType::Compaction),
-                tags: vec!["synthesis".into()],
-                ..Default::default()
-            },
-        )
-        .unwrap()
+    journal_of(store, agent, SourceType::Compaction, &["synthesis"])
+}
+
+/// The agent's journal entries of `source`, filtered by `tags` as a [`JournalQuery`] filters.
+pub fn journal_of(
+    store: &Store,
+    agent: &AgentId,
+    source: SourceType,
+    tags: &[&str],
+) -> Vec<JournalEntry> {
+    let query = JournalQuery {
+        source_type: Some(source),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..Default::default()
+    };
+    store.query_journal(agent, &query).unwrap()
 }
 
 /// Appends a tool call with a large result.

@@ -9,16 +9,13 @@ use somna_core::tokens::Calibration;
 use somna_core::{Role, Timestamp};
 use somna_runtime::agent::{MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
 use somna_runtime::{Clock, Event};
-use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
 
 use crate::support::*;
 
 /// An agent whose history holds `messages` turns of village talk, in a window of `max_tokens`.
 fn harness(stub: &StubLlmServer, messages: usize, max_tokens: u32) -> Driven {
-    let store = Store::temporary().unwrap();
-    let id = id("wren");
-    store.create_agent(&id, Timestamp(0)).unwrap();
+    let (store, id) = new_agent("wren");
     fill(&store, &id, messages, Timestamp(0));
     let deps = agent_deps(
         &store,

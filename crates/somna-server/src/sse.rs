@@ -336,6 +336,23 @@ mod tests {
         String::from_utf8(bytes.to_vec()).unwrap()
     }
 
+    /// The stream of boot `b` from the start of `replay` through `filter`, kept alive hourly.
+    fn open(
+        replay: &Replay,
+        filter: EventFilter,
+        stopped: watch::Receiver<bool>,
+        metrics: Metrics,
+    ) -> impl Stream<Item = Result<Bytes, Infallible>> + Unpin {
+        Box::pin(event_stream(
+            replay.subscribe(None).unwrap(),
+            "b".into(),
+            filter,
+            Duration::from_secs(3600),
+            stopped,
+            metrics,
+        ))
+    }
+
     #[tokio::test]
     async fn filters_lags_and_ends_at_shutdown() {
         let replay = Replay::new("b".into(), 16);
@@ -345,14 +362,7 @@ mod tests {
             agent: Some(AgentId::new("smith").unwrap()),
             types: vec![],
         };
-        let mut s = Box::pin(event_stream(
-            replay.subscribe(None).unwrap(),
-            "b".into(),
-            filter,
-            Duration::from_secs(3600),
-            stopped,
-            metrics.clone(),
-        ));
+        let mut s = open(&replay, filter, stopped, metrics.clone());
         assert_eq!(next_text(&mut s).await, CONNECTED);
         // 20 events into a buffer of 16: the oldest 4 are lost.
         for i in 0..20 {
@@ -406,14 +416,7 @@ mod tests {
             agent: None,
             types: vec!["sleep_started".into()],
         };
-        let mut s = Box::pin(event_stream(
-            replay.subscribe(None).unwrap(),
-            "b".into(),
-            filter,
-            Duration::from_secs(3600),
-            stopped,
-            Metrics::new(),
-        ));
+        let mut s = open(&replay, filter, stopped, Metrics::new());
         assert_eq!(next_text(&mut s).await, CONNECTED);
         replay.record(stamped("smith", "ignored"));
         replay.record(Stamped {

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::support::{FAST, TestServer};
+use crate::support::{FAST, TestServer, strs};
 
 #[actix_rt::test]
 async fn lifecycle_create_status_configure_retire() {
@@ -112,8 +112,7 @@ async fn lifecycle_create_status_configure_retire() {
 
 #[actix_rt::test]
 async fn invalid_thresholds_are_422_naming_the_field() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     let a = s
         .patch(
             "/v1/agents/wren/config",
@@ -138,12 +137,7 @@ async fn invalid_thresholds_are_422_naming_the_field() {
         )
         .await
         .expect(422, Some("invalid_config"));
-    let fields: Vec<&str> = e["error"]["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["field"].as_str().unwrap())
-        .collect();
+    let fields = strs(&e["error"]["fields"], "/field");
     assert_eq!(
         fields,
         [
@@ -154,67 +148,54 @@ async fn invalid_thresholds_are_422_naming_the_field() {
     );
 
     // Wrong types and unknown keys are config errors too, named by their path.
+    let wren_config = "/v1/agents/wren/config";
+    s.refused_naming(
+        Method::PATCH,
+        wren_config,
+        r#"{"compaction": {"sleep_threshold": "high"}}"#,
+        "compaction.sleep_threshold",
+    )
+    .await;
     let e = s
-        .patch(
-            "/v1/agents/wren/config",
-            r#"{"compaction": {"sleep_threshold": "high"}}"#,
-        )
-        .await
-        .expect(422, Some("invalid_config"));
-    assert_eq!(
-        e["error"]["fields"][0]["field"],
-        "compaction.sleep_threshold"
-    );
-    let e = s
-        .patch(
-            "/v1/agents/wren/config",
+        .refused_naming(
+            Method::PATCH,
+            wren_config,
             r#"{"compaction": {"emergency_treshold": 0.9}}"#,
+            "compaction.emergency_treshold",
         )
-        .await
-        .expect(422, Some("invalid_config"));
-    assert_eq!(
-        e["error"]["fields"][0]["field"],
-        "compaction.emergency_treshold"
-    );
+        .await;
     assert!(
         e["error"]["message"]
             .as_str()
             .unwrap()
             .contains("unknown field `emergency_treshold`")
     );
-    let e = s
-        .patch("/v1/agents/wren/config", r#"{"tick_every": "soon"}"#)
-        .await
-        .expect(422, Some("invalid_config"));
-    assert_eq!(e["error"]["fields"][0]["field"], "tick_every");
+    s.refused_naming(
+        Method::PATCH,
+        wren_config,
+        r#"{"tick_every": "soon"}"#,
+        "tick_every",
+    )
+    .await;
 
     // Nothing of the refused changes was applied.
-    let config = s.get("/v1/agents/wren/config").await.expect(200, None);
+    let config = s.get(wren_config).await.expect(200, None);
     assert_eq!(config["config"]["compaction"]["emergency_threshold"], 0.8);
 
     // On creation the field is named by its path in the body.
-    let e = s
-        .post(
-            "/v1/agents",
+    for (body, field) in [
+        (
             r#"{"id": "bard", "config": {"compaction": {"emergency_threshold": 0.5}}}"#,
-        )
-        .await
-        .expect(422, Some("invalid_config"));
-    assert_eq!(
-        e["error"]["fields"][0]["field"],
-        "config.compaction.emergency_threshold"
-    );
-    let e = s
-        .post(
-            "/v1/agents",
+            "config.compaction.emergency_threshold",
+        ),
+        (
             r#"{"id": "bard", "config": {"compaction": {"max_context_tokens": -5}}}"#,
-        )
-        .await
-        .expect(422, Some("invalid_config"));
-    assert_eq!(
-        e["error"]["fields"][0]["field"],
-        "config.compaction.max_context_tokens"
-    );
+            "config.compaction.max_context_tokens",
+        ),
+    ] {
+        s.refused_naming(Method::POST, "/v1/agents", body, field)
+            .await;
+    }
     // The refused agent was not created.
     s.get("/v1/agents/bard")
         .await
@@ -261,101 +242,108 @@ async fn unknown_agents_are_404_on_every_agent_endpoint() {
         );
     }
     // Ids that cannot exist are refused as such.
-    for path in [
-        "/v1/agents/bad%20id",
-        "/v1/agents/caf%C3%A9/history",
-        "/v1/agents/a%2Fb/journal",
+    let long = format!("/v1/agents/{}", "x".repeat(65));
+    for (method, path, body) in [
+        (Method::GET, "/v1/agents/bad%20id", None),
+        (Method::GET, "/v1/agents/caf%C3%A9/history", None),
+        (Method::GET, "/v1/agents/a%2Fb/journal", None),
+        (Method::GET, long.as_str(), None),
+        (Method::POST, "/v1/agents", Some(r#"{"id": "no spaces"}"#)),
     ] {
-        s.get(path).await.expect(400, Some("invalid_agent_id"));
+        s.call(method, path, body)
+            .await
+            .expect(400, Some("invalid_agent_id"));
     }
-    let long = "x".repeat(65);
-    s.get(&format!("/v1/agents/{long}"))
-        .await
-        .expect(400, Some("invalid_agent_id"));
-    s.post("/v1/agents", r#"{"id": "no spaces"}"#)
-        .await
-        .expect(400, Some("invalid_agent_id"));
     s.stop().await;
 }
 
 #[actix_rt::test]
 async fn malformed_json_and_wrong_shapes() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
-    let e = s
-        .post("/v1/agents/wren/input", r#"{"type": "user", "content": "#)
-        .await
-        .expect(400, Some("bad_json"));
-    assert_eq!(
-        e["error"]["message"],
-        "invalid JSON: EOF while parsing a value at line 1 column 28"
-    );
-    let e = s
-        .post("/v1/agents/wren/input", "{,}")
-        .await
-        .expect(400, Some("bad_json"));
-    assert_eq!(
-        e["error"]["message"],
-        "invalid JSON: key must be a string at line 1 column 2"
-    );
-    s.post("/v1/agents/wren/input", "")
-        .await
-        .expect(400, Some("bad_json"));
-    s.post(
-        "/v1/agents/wren/input",
-        r#"{"type": "user", "content": "a"} {}"#,
-    )
-    .await
-    .expect(400, Some("bad_json"));
-    s.post("/v1/agents", "\u{feff}{}")
-        .await
-        .expect(400, Some("bad_json"));
+    let s = TestServer::with_wren().await;
+    // Bodies that are not JSON: 400 `bad_json`, in the parser's words where it has some.
+    let input = "/v1/agents/wren/input";
+    for (path, body, message) in [
+        (
+            input,
+            r#"{"type": "user", "content": "#,
+            Some("invalid JSON: EOF while parsing a value at line 1 column 28"),
+        ),
+        (
+            input,
+            "{,}",
+            Some("invalid JSON: key must be a string at line 1 column 2"),
+        ),
+        (input, "", None),
+        (input, r#"{"type": "user", "content": "a"} {}"#, None),
+        ("/v1/agents", "\u{feff}{}", None),
+    ] {
+        let e = s.post(path, body).await.expect(400, Some("bad_json"));
+        if let Some(message) = message {
+            assert_eq!(e["error"]["message"], message, "{body}");
+        }
+    }
 
-    let e = s
-        .post(
-            "/v1/agents/wren/input",
+    // JSON of the wrong shape: 422 with its code, saying what is wrong (the message has the
+    // words, or the first field named is the one).
+    for (path, body, code, says, field) in [
+        (
+            input,
             r#"{"type": "shout", "content": "x"}"#,
-        )
-        .await
-        .expect(422, Some("invalid_body"));
-    assert!(
-        e["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown variant `shout`"),
-        "{e}"
-    );
-    let e = s
-        .post("/v1/agents/wren/input", r#"{"type": "user"}"#)
-        .await
-        .expect(422, Some("invalid_body"));
-    assert!(e["error"]["message"].as_str().unwrap().contains("content"));
-    let e = s
-        .post(
-            "/v1/agents/wren/input",
+            "invalid_body",
+            Some("unknown variant `shout`"),
+            None,
+        ),
+        (
+            input,
+            r#"{"type": "user"}"#,
+            "invalid_body",
+            Some("content"),
+            None,
+        ),
+        (
+            input,
             r#"{"type": "user", "content": "  "}"#,
-        )
-        .await
-        .expect(422, Some("invalid_input"));
-    assert_eq!(e["error"]["fields"][0]["field"], "content");
-    let e = s
-        .post("/v1/agents/wren/compact", r#"{"force": "yes"}"#)
-        .await
-        .expect(422, Some("invalid_body"));
-    assert_eq!(e["error"]["fields"][0]["field"], "force");
-    s.post("/v1/agents", r#"{"id": "bard", "confg": {}}"#)
-        .await
-        .expect(422, Some("invalid_body"));
-    s.post("/v1/agents/wren/uncompact", r#"{"summary_seq": -1}"#)
-        .await
-        .expect(422, Some("invalid_body"));
+            "invalid_input",
+            None,
+            Some("content"),
+        ),
+        (
+            "/v1/agents/wren/compact",
+            r#"{"force": "yes"}"#,
+            "invalid_body",
+            None,
+            Some("force"),
+        ),
+        (
+            "/v1/agents",
+            r#"{"id": "bard", "confg": {}}"#,
+            "invalid_body",
+            None,
+            None,
+        ),
+        (
+            "/v1/agents/wren/uncompact",
+            r#"{"summary_seq": -1}"#,
+            "invalid_body",
+            None,
+            None,
+        ),
+    ] {
+        let e = s.post(path, body).await.expect(422, Some(code));
+        if let Some(words) = says {
+            let message = e["error"]["message"].as_str().unwrap();
+            assert!(message.contains(words), "{body}: {e}");
+        }
+        if let Some(field) = field {
+            assert_eq!(e["error"]["fields"][0]["field"], field, "{body}");
+        }
+    }
     s.stop().await;
 }
 
 #[actix_rt::test]
 async fn unknown_paths_methods_and_parameters() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     s.get("/v1/nope").await.expect(404, Some("not_found"));
     s.get("/").await.expect(404, Some("not_found"));
     s.get("/v1/agents/wren/nope")
@@ -382,21 +370,9 @@ async fn unknown_paths_methods_and_parameters() {
     s.get("/v1/agents/").await.expect(200, None);
     s.get("//v1//agents/wren").await.expect(200, None);
 
-    let e = s
-        .get("/v1/agents/wren/history?limit=abc")
-        .await
-        .expect(400, Some("bad_request"));
-    assert_eq!(e["error"]["fields"][0]["field"], "limit");
-    s.bad_requests(&[
-        "/v1/agents/wren/history?limit=0",
-        "/v1/agents/wren/history?limit=1001",
-        "/v1/agents/wren/history?from_seq=-3",
-    ])
-    .await;
-    let e = s
-        .get("/v1/agents/wren/history?form_seq=3")
-        .await
-        .expect(400, Some("bad_request"));
+    s.bad_request_naming("/v1/agents/wren/history?limit=abc", "limit")
+        .await;
+    let e = s.bad_request("/v1/agents/wren/history?form_seq=3").await;
     assert!(
         e["error"]["message"]
             .as_str()
@@ -404,6 +380,9 @@ async fn unknown_paths_methods_and_parameters() {
             .contains("unknown query parameter (expected one of: from_seq, limit)")
     );
     s.bad_requests(&[
+        "/v1/agents/wren/history?limit=0",
+        "/v1/agents/wren/history?limit=1001",
+        "/v1/agents/wren/history?from_seq=-3",
         "/v1/agents/wren/history?limit=2&limit=3",
         "/v1/agents/wren?verbose=1",
         "/v1/agents?include_retired=maybe",

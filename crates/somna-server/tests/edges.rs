@@ -10,8 +10,7 @@ use crate::support::{FAST, PATIENCE, TestServer};
 
 #[actix_rt::test]
 async fn input_with_an_unknown_field_is_422_and_appends_nothing() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     for (body, field) in [
         (
             json!({"type": "user", "content": "Hello", "nmae": "Tobias"}),
@@ -73,10 +72,8 @@ async fn dot_agent_ids_are_refused() {
 async fn an_unknown_event_type_is_400() {
     let s = TestServer::start(FAST).await;
     let e = s
-        .get("/v1/events?types=agent_replied,agent_repiled")
-        .await
-        .expect(400, Some("bad_request"));
-    assert_eq!(e["error"]["fields"][0]["field"], "types");
+        .bad_request_naming("/v1/events?types=agent_replied,agent_repiled", "types")
+        .await;
     let message = e["error"]["message"].as_str().unwrap();
     assert!(message.contains("\"agent_repiled\""), "{message}");
     assert!(message.contains("tool_call_requested"), "{message}");
@@ -92,12 +89,7 @@ async fn an_unknown_event_type_is_400() {
 async fn a_declared_length_over_the_limit_is_413_before_the_body_arrives() {
     // A body timeout far beyond the test's patience: only an answer that does not wait for the
     // body can arrive in time.
-    let s = TestServer::start_with(FAST, None, |o| {
-        o.max_body_bytes = 1024;
-        o.body_timeout = Duration::from_secs(3600);
-    })
-    .await;
-    s.create("wren").await;
+    let s = TestServer::start_small_bodies(Duration::from_secs(3600)).await;
     let addr = s.base.trim_start_matches("http://").to_string();
     let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let request = format!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{FAST, PATIENCE, TestServer};
+use crate::support::{PATIENCE, TestServer};
 
 /// Villager lines that differ in their words, so that archive search has something to rank.
 fn line(i: usize) -> String {
@@ -58,8 +58,7 @@ fn seqs(messages: &[Value]) -> Vec<u64> {
 
 #[actix_rt::test]
 async fn paging_compaction_journal_search_uncompact_events() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     for i in 0..17 {
         s.input("wren", json!({"type": "observation", "content": line(i)}))
             .await;
@@ -147,11 +146,8 @@ async fn paging_compaction_journal_search_uncompact_events() {
         .await
         .expect(200, None);
     assert_eq!(none["entries"], json!([]));
-    let e = s
-        .get("/v1/agents/wren/journal?since=yesterday")
-        .await
-        .expect(400, Some("bad_request"));
-    assert_eq!(e["error"]["fields"][0]["field"], "since");
+    s.bad_request_naming("/v1/agents/wren/journal?since=yesterday", "since")
+        .await;
     s.bad_requests(&[
         "/v1/agents/wren/journal?source_type=diary",
         "/v1/agents/wren/journal?min_importance=11",
@@ -361,18 +357,11 @@ async fn paging_compaction_journal_search_uncompact_events() {
 
 /// Waits until the journal query `query` of `agent` finds `n` entries.
 async fn wait_journal(s: &TestServer, agent: &str, query: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let j = s
-            .get(&format!("/v1/agents/{agent}/journal?{query}&limit=1000"))
-            .await
-            .expect(200, None);
-        if j["entries"].as_array().unwrap().len() == n {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{j}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.wait_get(
+        &format!("/v1/agents/{agent}/journal?{query}&limit=1000"),
+        |j| j["entries"].as_array().unwrap().len() == n,
+    )
+    .await;
 }
 
 /// The value of the sample line that starts with `series ` (0 when absent).
@@ -385,8 +374,7 @@ fn sample(metrics: &str, series: &str) -> f64 {
 
 #[actix_rt::test]
 async fn sleep_consolidates_into_facts() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     for text in [
         "Aldric swore an oath to guard the north gate until the winter ends.",
         "Marta's daughter was born at dawn; the whole village celebrated.",

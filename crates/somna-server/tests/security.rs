@@ -131,12 +131,7 @@ async fn non_loopback_needs_a_token() {
 
 #[actix_rt::test]
 async fn bodies_over_the_limit_are_413() {
-    let s = TestServer::start_with(FAST, None, |o| {
-        o.max_body_bytes = 1024;
-        o.body_timeout = Duration::from_millis(300);
-    })
-    .await;
-    s.create("wren").await;
+    let s = TestServer::start_small_bodies(Duration::from_millis(300)).await;
     let big = json!({"type": "user", "content": "a".repeat(2000)}).to_string();
     let e = s
         .post("/v1/agents/wren/input", &big)

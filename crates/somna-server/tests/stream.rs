@@ -6,12 +6,11 @@ use std::time::Duration;
 use serde_json::json;
 use somna_testkit::{Reply, StubLlmServer};
 
-use crate::support::{FAST, Frame, TestServer, keeper_config};
+use crate::support::{FAST, Frame, TestServer, keeper_config, strs};
 
 #[actix_rt::test]
 async fn sse_delivers_an_agent_reply() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     s.create("bard").await;
     let mut all = s.sse("/v1/events").await;
     let mut wren = s.sse("/v1/events?agent=wren&types=agent_replied").await;
@@ -115,23 +114,13 @@ async fn host_tool_call_round_trip() {
         .filter(|r| r.is_chat())
         .collect();
     assert_eq!(chats.len(), 2);
-    let offered: Vec<&str> = chats[0].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let offered = strs(&chats[0].body["tools"], "/function/name");
     assert!(offered.contains(&"open_door"), "{offered:?}");
     let tool_message = chats[1].messages().last().unwrap();
     assert_eq!(tool_message["tool_call_id"], "call_door_1");
     // History: the user's line, the call, the result, the reply.
     let history = s.get("/v1/agents/keeper/history").await.expect(200, None);
-    let roles: Vec<&str> = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+    let roles = strs(&history["messages"], "/role");
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
     assert_eq!(history["messages"][1]["tool_calls"][0]["id"], "call_door_1");
     s.stop().await;
@@ -217,8 +206,7 @@ async fn shutdown_ends_event_streams() {
 /// a client that reconnects with `Last-Event-ID` gets exactly the events after it.
 #[actix_rt::test]
 async fn the_event_log_streams_and_resumes_from_last_event_id() {
-    let s = TestServer::start(FAST).await;
-    s.create("wren").await;
+    let s = TestServer::with_wren().await;
     let sleep = || async {
         s.post("/v1/agents/wren/sleep", "{}")
             .await

@@ -92,6 +92,19 @@ pub struct TestServer {
     served: Option<tokio::task::JoinHandle<somna_server::Result<()>>>,
 }
 
+/// The string at `pointer` (a JSON pointer, `/role`) of each item of the array `list`.
+pub fn strs<'a>(list: &'a Value, pointer: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|item| {
+            item.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("no string at {pointer} in {item}"))
+        })
+        .collect()
+}
+
 /// What a request came back with.
 #[derive(Debug)]
 pub struct Answer {
@@ -134,6 +147,25 @@ impl TestServer {
 
     /// `config` as runtime.toml with the LLM client its `[llm]` section names (an OpenAI-compatible
     /// server: [`stub_llm`]'s), and the API with `options` adjusted by `adjust`.
+    /// The builtin LLM, `FAST` config and one agent, `wren`.
+    pub async fn with_wren() -> TestServer {
+        let s = TestServer::start(FAST).await;
+        s.create("wren").await;
+        s
+    }
+
+    /// The builtin LLM, `FAST` config and one agent, `wren`; bodies of at most 1,024 bytes, each
+    /// awaited at most `body_timeout`.
+    pub async fn start_small_bodies(body_timeout: Duration) -> TestServer {
+        let s = TestServer::start_with(FAST, None, |o| {
+            o.max_body_bytes = 1024;
+            o.body_timeout = body_timeout;
+        })
+        .await;
+        s.create("wren").await;
+        s
+    }
+
     pub async fn start_served(config: &str, adjust: impl FnOnce(&mut ServerOptions)) -> TestServer {
         let resolved = ResolvedConfig::load(config, "test.toml", &[]).unwrap();
         assert_eq!(resolved.llm.provider, Provider::Openai);
@@ -206,12 +238,26 @@ impl TestServer {
         self.call(Method::GET, path, None).await
     }
 
+    /// Asserts that a GET of `path` is refused with 400 `bad_request`; returns the error body.
+    pub async fn bad_request(&self, path: &str) -> Value {
+        let answer = self.get(path).await;
+        assert_eq!(answer.status.as_u16(), 400, "GET {path}: {}", answer.text);
+        assert_eq!(answer.code(), "bad_request", "GET {path}: {}", answer.text);
+        answer.json()
+    }
+
+    /// Asserts that a GET of `path` is refused with 400 `bad_request` naming `field` first;
+    /// returns the error body.
+    pub async fn bad_request_naming(&self, path: &str, field: &str) -> Value {
+        let e = self.bad_request(path).await;
+        assert_eq!(e["error"]["fields"][0]["field"], field, "GET {path}: {e}");
+        e
+    }
+
     /// Asserts that a GET of each of `paths` is refused with 400 `bad_request`.
     pub async fn bad_requests(&self, paths: &[&str]) {
         for path in paths {
-            let answer = self.get(path).await;
-            assert_eq!(answer.status.as_u16(), 400, "GET {path}: {}", answer.text);
-            assert_eq!(answer.code(), "bad_request", "GET {path}: {}", answer.text);
+            self.bad_request(path).await;
         }
     }
 
@@ -225,6 +271,23 @@ impl TestServer {
 
     pub async fn delete(&self, path: &str) -> Answer {
         self.call(Method::DELETE, path, None).await
+    }
+
+    /// Sends `body` by `method` to `path`, expects a 422 `invalid_config` whose first field is
+    /// `field`, and returns the error body.
+    pub async fn refused_naming(
+        &self,
+        method: Method,
+        path: &str,
+        body: &str,
+        field: &str,
+    ) -> Value {
+        let e = self
+            .call(method, path, Some(body))
+            .await
+            .expect(422, Some("invalid_config"));
+        assert_eq!(e["error"]["fields"][0]["field"], field, "{body}");
+        e
     }
 
     /// Creates an agent through the API.
@@ -259,18 +322,20 @@ impl TestServer {
 
     /// Waits until `check` holds for the agent's status.
     pub async fn wait_status(&self, id: &str, check: impl Fn(&Value) -> bool) -> Value {
+        self.wait_get(&format!("/v1/agents/{id}"), check).await
+    }
+
+    /// Polls a GET of `path` (each answered 200) until `check` holds for the body; returns it.
+    pub async fn wait_get(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let status = self
-                .get(&format!("/v1/agents/{id}"))
-                .await
-                .expect(200, None);
-            if check(&status) {
-                return status;
+            let body = self.get(path).await.expect(200, None);
+            if check(&body) {
+                return body;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "status never matched: {status}"
+                "GET {path} never matched: {body}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

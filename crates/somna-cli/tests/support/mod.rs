@@ -1,7 +1,7 @@
 //! What the tests of the `somna` binary share: the command with a clean environment, a command's
 //! output as text, and [`Served`], a `somna run --serve` child and the address it printed.
 
-// Each test binary (cli, crash, server) uses its own part of this module.
+// Each test binary (cli, crash, server) and the cluster bench uses its own part of this module.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -36,6 +36,25 @@ pub fn somna(dir: &Path, args: &[&str]) -> Output {
     command(dir).args(args).output().unwrap()
 }
 
+/// The environment variable `name` parsed, or `default` when it is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `somna journal` of smith's compaction entries of the last day: the filters the local and the
+/// served journal are both checked with.
+pub const RECENT_COMPACTIONS: [&str; 6] = [
+    "journal",
+    "smith",
+    "--source",
+    "compaction",
+    "--since",
+    "1d",
+];
+
 /// A command's stdout then stderr, as text.
 pub fn text(o: &Output) -> String {
     format!(
@@ -43,6 +62,26 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// The JSON on stdout of a command that succeeded (panics with its output when it failed).
+#[track_caller]
+pub fn success_json<T: serde::de::DeserializeOwned>(o: &Output) -> T {
+    assert!(o.status.success(), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The string at `pointer` (a JSON pointer, `/method`) of each item of the array `list`.
+pub fn strs<'a>(list: &'a serde_json::Value, pointer: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|item| {
+            item.pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_else(|| panic!("no string at {pointer} in {item}"))
+        })
+        .collect()
 }
 
 /// Asserts that the command's output (stdout and stderr) says `expected`.

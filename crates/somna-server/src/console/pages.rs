@@ -257,27 +257,26 @@ pub(super) async fn agent(state: State, req: HttpRequest) -> Reply {
             }
             p #config-status role="status" {}
         }
-        section #prompt-section {
-            h3 { "What the agent sees" }
-            p.note { "The prompt its next LLM call would get if this input arrived now (nothing is sent)." }
-            form #prompt-form {
-                input #prompt-input name="input" placeholder="the next input (empty: the prompt as it stands)";
-                button type="submit" { "Show" }
-            }
-            div #prompt {}
-        }
+        (asking_section(&Asking {
+            name: "prompt",
+            title: "What the agent sees",
+            note: Some("The prompt its next LLM call would get if this input arrived now (nothing is sent)."),
+            input: ("prompt-input", "input"),
+            placeholder: "the next input (empty: the prompt as it stands)",
+            button: "Show",
+        }))
         section #history-section {
             h3 { "Live history" }
             div #history { (history) }
         }
-        section #archive-section {
-            h3 { "Archive" }
-            form #archive-form {
-                input #archive-q name="q" placeholder="search the archive";
-                button type="submit" { "Search" }
-            }
-            div #archive {}
-        }
+        (asking_section(&Asking {
+            name: "archive",
+            title: "Archive",
+            note: None,
+            input: ("archive-q", "q"),
+            placeholder: "search the archive",
+            button: "Search",
+        }))
         section #journal-section {
             h3 { "Journal" }
             form #journal-form {
@@ -299,6 +298,37 @@ pub(super) async fn agent(state: State, req: HttpRequest) -> Reply {
             div #facts {}
         }
     })
+}
+
+/// A section of the agent page that asks for one text and shows the answer below it.
+struct Asking {
+    /// The stem of the ids: `{name}-section`, `{name}-form`, and `{name}` for the answer.
+    name: &'static str,
+    /// The heading.
+    title: &'static str,
+    /// A line under the heading, when the section needs one.
+    note: Option<&'static str>,
+    /// The input's id and form name.
+    input: (&'static str, &'static str),
+    /// What the empty input says.
+    placeholder: &'static str,
+    /// The submit button's text.
+    button: &'static str,
+}
+
+fn asking_section(a: &Asking) -> Markup {
+    let (input_id, input_name) = a.input;
+    html! {
+        section id=(format!("{}-section", a.name)) {
+            h3 { (a.title) }
+            @if let Some(note) = a.note { p.note { (note) } }
+            form id=(format!("{}-form", a.name)) {
+                input id=(input_id) name=(input_name) placeholder=(a.placeholder);
+                button type="submit" { (a.button) }
+            }
+            div id=(a.name) {}
+        }
+    }
 }
 
 fn summary_markup(s: &AgentStatus) -> Markup {

@@ -9,7 +9,7 @@ use somna_runtime::gauges::USAGE_BUCKETS;
 use somna_runtime::stats::LATENESS_BUCKETS_US;
 use somna_runtime::{AgentState, Event};
 
-use super::text::{header, histogram, sample};
+use super::text::{header, histogram, labeled, sample, single};
 use super::{
     GROUNDED_OUTCOMES, GROUNDED_SOURCES, Inner, LLM_LATENCY_BUCKETS, Metrics, OUTCOMES,
     RuntimeGauges, load,
@@ -35,24 +35,26 @@ impl Metrics {
 
 /// The agents' gauges: how many, by state, by usage.
 fn render_agents(w: &mut String, gauges: &RuntimeGauges) {
-    header(w, "somna_agents", "gauge", "Agents hosted by the runtime.");
-    sample(w, "somna_agents", &[], gauges.agents as f64);
+    single(
+        w,
+        "somna_agents",
+        "gauge",
+        "Agents hosted by the runtime.",
+        gauges.agents as f64,
+    );
 
     let agents = &gauges.agent_gauges;
-    header(
+    labeled(
         w,
         "somna_agents_by_state",
         "gauge",
         "Agents hosted, by what they are doing now.",
+        "state",
+        AgentState::ALL
+            .iter()
+            .zip(agents.by_state)
+            .map(|(state, n)| (state.as_str(), n as f64)),
     );
-    for (i, state) in AgentState::ALL.iter().enumerate() {
-        sample(
-            w,
-            "somna_agents_by_state",
-            &[("state", state.as_str())],
-            agents.by_state[i] as f64,
-        );
-    }
 
     header(
         w,
@@ -74,27 +76,27 @@ fn render_agents(w: &mut String, gauges: &RuntimeGauges) {
 
 /// The ticks: how many, how late.
 fn render_ticks(w: &mut String, gauges: &RuntimeGauges) {
-    header(w, "somna_ticks_total", "counter", "Agent ticks run.");
-    sample(w, "somna_ticks_total", &[], gauges.ticks as f64);
+    single(
+        w,
+        "somna_ticks_total",
+        "counter",
+        "Agent ticks run.",
+        gauges.ticks as f64,
+    );
 
-    header(
+    labeled(
         w,
         "somna_tick_lateness_seconds",
         "gauge",
         "How late ticks fired since the node started: median, 99th percentile and maximum (quantile 1).",
+        "quantile",
+        [
+            ("0.5", gauges.tick_p50),
+            ("0.99", gauges.tick_p99),
+            ("1", gauges.tick_max),
+        ]
+        .map(|(q, d)| (q, d.as_secs_f64())),
     );
-    for (q, d) in [
-        ("0.5", gauges.tick_p50),
-        ("0.99", gauges.tick_p99),
-        ("1", gauges.tick_max),
-    ] {
-        sample(
-            w,
-            "somna_tick_lateness_seconds",
-            &[("quantile", q)],
-            d.as_secs_f64(),
-        );
-    }
 
     header(
         w,
@@ -132,16 +134,11 @@ fn render_memory(w: &mut String, m: &Inner) {
         }
     }
 
-    header(
+    single(
         w,
         "somna_compaction_tokens_saved_total",
         "counter",
         "Prompt tokens saved by completed compactions.",
-    );
-    sample(
-        w,
-        "somna_compaction_tokens_saved_total",
-        &[],
         load(&m.tokens_saved),
     );
 
@@ -165,20 +162,17 @@ fn render_memory(w: &mut String, m: &Inner) {
 
 /// Runtime events by type.
 fn render_events(w: &mut String, m: &Inner) {
-    header(
+    labeled(
         w,
         "somna_events_total",
         "counter",
         "Runtime events by type.",
+        "type",
+        Event::KINDS
+            .iter()
+            .zip(&m.events)
+            .map(|(kind, n)| (*kind, load(n))),
     );
-    for (i, kind) in Event::KINDS.iter().enumerate() {
-        sample(
-            w,
-            "somna_events_total",
-            &[("type", kind)],
-            load(&m.events[i]),
-        );
-    }
 }
 
 /// LLM requests: latency, outcomes, tokens, fallbacks, errors by kind. Returns the failed
@@ -239,27 +233,24 @@ fn render_llm(w: &mut String, m: &Inner) -> u64 {
             &m.completion_tokens,
         ),
     ] {
-        header(w, name, "counter", help);
-        for (pi, purpose) in Purpose::ALL.iter().enumerate() {
-            sample(
-                w,
-                name,
-                &[("purpose", purpose.as_str())],
-                load(&counters[pi]),
-            );
-        }
+        labeled(
+            w,
+            name,
+            "counter",
+            help,
+            "purpose",
+            Purpose::ALL
+                .iter()
+                .zip(counters)
+                .map(|(purpose, n)| (purpose.as_str(), load(n))),
+        );
     }
 
-    header(
+    single(
         w,
         "somna_llm_structured_output_fallbacks_total",
         "counter",
         "Structured forms (json_schema, json_object) an LLM server rejected; the client steps down and remembers.",
-    );
-    sample(
-        w,
-        "somna_llm_structured_output_fallbacks_total",
-        &[],
         load(&m.structured_fallbacks),
     );
 
@@ -280,93 +271,60 @@ fn render_llm(w: &mut String, m: &Inner) -> u64 {
 
 /// Errors by source, API errors by code, responses by status class.
 fn render_errors(w: &mut String, m: &Inner, llm_errors: u64) {
-    header(
+    labeled(
         w,
         "somna_errors_total",
         "counter",
         "Errors: agent steps that failed, failed LLM requests, API requests that failed inside the server.",
+        "source",
+        [
+            ("agent", load(&m.agent_errors)),
+            ("llm", llm_errors as f64),
+            ("api", load(&m.internal_errors)),
+        ],
     );
-    sample(
-        w,
-        "somna_errors_total",
-        &[("source", "agent")],
-        load(&m.agent_errors),
-    );
-    sample(
-        w,
-        "somna_errors_total",
-        &[("source", "llm")],
-        llm_errors as f64,
-    );
-    sample(
-        w,
-        "somna_errors_total",
-        &[("source", "api")],
-        load(&m.internal_errors),
-    );
-
-    header(
+    labeled(
         w,
         "somna_api_errors_total",
         "counter",
         "API error responses by error code.",
+        "code",
+        ErrorCode::ALL
+            .iter()
+            .zip(&m.api_errors)
+            .map(|(code, n)| (code.as_str(), load(n))),
     );
-    for (i, code) in ErrorCode::ALL.iter().enumerate() {
-        sample(
-            w,
-            "somna_api_errors_total",
-            &[("code", code.as_str())],
-            load(&m.api_errors[i]),
-        );
-    }
-
-    header(
+    labeled(
         w,
         "somna_http_responses_total",
         "counter",
         "API responses by status class.",
+        "class",
+        ["1xx", "2xx", "3xx", "4xx", "5xx"]
+            .into_iter()
+            .zip(&m.responses)
+            .map(|(class, n)| (class, load(n))),
     );
-    for (i, class) in ["1xx", "2xx", "3xx", "4xx", "5xx"].iter().enumerate() {
-        sample(
-            w,
-            "somna_http_responses_total",
-            &[("class", class)],
-            load(&m.responses[i]),
-        );
-    }
 }
 
 /// The event stream's clients and the events lagging subscribers missed.
 fn render_streams(w: &mut String, m: &Inner) {
-    header(
+    single(
         w,
         "somna_sse_clients",
         "gauge",
         "Clients connected to the event stream.",
-    );
-    sample(
-        w,
-        "somna_sse_clients",
-        &[],
         m.sse_clients.load(Ordering::Relaxed) as f64,
     );
-
-    header(
+    labeled(
         w,
         "somna_events_missed_total",
         "counter",
         "Runtime events a lagging subscriber missed.",
-    );
-    sample(
-        w,
-        "somna_events_missed_total",
-        &[("consumer", "metrics")],
-        load(&m.missed_by_metrics),
-    );
-    sample(
-        w,
-        "somna_events_missed_total",
-        &[("consumer", "sse")],
-        load(&m.missed_by_sse),
+        "consumer",
+        [
+            ("metrics", load(&m.missed_by_metrics)),
+            ("sse", load(&m.missed_by_sse)),
+        ],
     );
 }

@@ -8,6 +8,28 @@ pub(super) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// A family of one unlabeled sample: its header, then `name value`.
+pub(super) fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+    header(out, name, kind, help);
+    sample(out, name, &[], value);
+}
+
+/// A family whose samples differ in one label: its header, then `name{label="v"} value` for each
+/// `(v, value)` of `values`, in their order.
+pub(super) fn labeled<'a>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, f64)>,
+) {
+    header(out, name, kind, help);
+    for (v, value) in values {
+        sample(out, name, &[(label, v)], value);
+    }
+}
+
 /// The `_bucket` (cumulative, `le` last among the labels), `_sum` and `_count` samples of the
 /// histogram `name` whose buckets' upper `bounds` hold `counts` (not cumulative; one more than the
 /// bounds, for `+Inf`).
