@@ -26,11 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::env_or;
-
-/// The `somna` tests' support: one reader of the environment's knobs for tests and benches.
-#[path = "../tests/support/mod.rs"]
-mod support;
+use somna_testkit::env_or;
 
 const SHARDS: u32 = 256;
 

@@ -28,7 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use somna_core::AgentId;
 use somna_store::{Store, StoreOptions};
-use support::{Served, command, env_or};
+use somna_testkit::env_or;
+use support::{Served, command};
 
 const CONFIG: &str = r#"
 [store]

@@ -10,10 +10,12 @@
 //! - [`skip`]: [`skip()`], the one way a test that cannot run here says so (and is counted).
 
 pub mod corpus;
+pub mod env;
 pub mod fixtures;
 pub mod skip;
 pub mod stub;
 
+pub use env::env_or;
 pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
 pub use skip::{SKIP_LOG_ENV, skip};
 pub use stub::{

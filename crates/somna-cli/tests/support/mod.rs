@@ -36,14 +36,6 @@ pub fn somna(dir: &Path, args: &[&str]) -> Output {
     command(dir).args(args).output().unwrap()
 }
 
-/// The environment variable `name` parsed, or `default` when it is unset or does not parse.
-pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// `somna journal` of smith's compaction entries of the last day: the filters the local and the
 /// served journal are both checked with.
 pub const RECENT_COMPACTIONS: [&str; 6] = [
