@@ -320,7 +320,7 @@ impl ClusterView<'_> {
     /// **Breaks fencing; for tests only.** From now on this node's write sets skip the
     /// database's lease check (owner, epoch, expiry), keeping only its own idea of what it holds:
     /// the negative control that shows the fencing tests fail without the check
-    /// (`tests/postgres/cluster.rs`). Nothing else calls it.
+    /// (`tests/all/postgres/cluster.rs`). Nothing else calls it.
     #[doc(hidden)]
     pub fn skip_lease_checks_for_negative_control(&self) {
         self.db.set_lease_check(false);

@@ -9,7 +9,14 @@ use somna_store::{Store, StoreError, StoreOptions};
 
 use crate::common::*;
 
-#[test]
+on_both_backends!(
+    create_then_already_exists,
+    ensure_agent_creates_once_and_then_loads,
+    agents_lists_every_record_in_id_order,
+    overrides_calibration_and_retire_are_persisted,
+    unknown_agents_are_errors_for_writes_and_counters,
+);
+
 fn create_then_already_exists() {
     let store = temporary_store!();
     let id = agent("blacksmith");
@@ -28,7 +35,6 @@ fn create_then_already_exists() {
     assert_eq!(store.agent(&id).unwrap(), Some(record));
 }
 
-#[test]
 fn ensure_agent_creates_once_and_then_loads() {
     let store = temporary_store!();
     let id = agent("innkeeper");
@@ -40,7 +46,6 @@ fn ensure_agent_creates_once_and_then_loads() {
     assert_eq!(second.next_seq, 3);
 }
 
-#[test]
 fn agents_lists_every_record_in_id_order() {
     let store = temporary_store!();
     for name in ["zed", "alice", "bob"] {
@@ -55,7 +60,6 @@ fn agents_lists_every_record_in_id_order() {
     assert_eq!(ids, ["alice", "bob", "zed"]);
 }
 
-#[test]
 fn overrides_calibration_and_retire_are_persisted() {
     let (store, id) = store_with_agent!();
     let overrides = AgentOverrides {
@@ -82,7 +86,6 @@ fn overrides_calibration_and_retire_are_persisted() {
     assert_eq!(record.history_len, 4);
 }
 
-#[test]
 fn unknown_agents_are_errors_for_writes_and_counters() {
     let store = temporary_store!();
     let id = agent("ghost");
@@ -107,8 +110,7 @@ fn unknown_agents_are_errors_for_writes_and_counters() {
     assert!(store.events(&id, 10).unwrap().is_empty());
 }
 
-// Reopens a sled directory (the Postgres binary reopens a schema in postgres/backend.rs).
-sled_only! {
+// Reopens a sled directory (postgres/backend.rs reopens a schema).
 #[test]
 fn reopening_keeps_records_counters_and_data() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,5 +125,4 @@ fn reopening_keeps_records_counters_and_data() {
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_reopened(&store, &id, &written);
     assert_eq!(store.agent(&id).unwrap().unwrap().compaction_count, 1);
-}
 }

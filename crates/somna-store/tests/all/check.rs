@@ -4,11 +4,12 @@ use somna_store::{Store, StoreOptions};
 
 use crate::common::*;
 
+on_both_backends!(a_clean_agent_reports_its_counts,);
+
 fn key(seq: u64) -> Vec<u8> {
     [b"npc\0".as_slice(), &seq.to_be_bytes()].concat()
 }
 
-#[test]
 fn a_clean_agent_reports_its_counts() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 12);
@@ -30,7 +31,6 @@ fn a_clean_agent_reports_its_counts() {
 }
 
 // Damages sled files directly.
-sled_only! {
 #[test]
 fn damage_is_reported() {
     let (dir, id) = closed_sled_store(12, Some((6, "six")));
@@ -56,5 +56,4 @@ fn damage_is_reported() {
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let report = store.check_invariants(&id).unwrap();
     insta::assert_snapshot!(report.to_string());
-}
 }

@@ -10,15 +10,55 @@ use somna_store::{CommitOutcome, CompactionCommit, Store};
 /// A fixed "now" so stored values are reproducible.
 pub const NOW: Timestamp = Timestamp(1_790_000_000_000);
 
-/// The backend a test binary runs the shared tests against (`crate::BACKEND`, set by each binary's
-/// root: tests/all.rs for sled, tests/postgres.rs for Postgres).
-// Each binary constructs one of the variants.
-#[allow(dead_code)]
+/// A backend the conformance tests run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sled,
     Postgres,
 }
+
+std::thread_local! {
+    /// The backend of the test running on this thread (set by [`on`]; sled-only tests leave it at
+    /// sled).
+    static BACKEND: std::cell::Cell<Backend> = const { std::cell::Cell::new(Backend::Sled) };
+}
+
+/// The backend of the test running on this thread.
+pub fn backend() -> Backend {
+    BACKEND.with(std::cell::Cell::get)
+}
+
+/// Runs `test` with `backend` as this thread's backend (libtest gives each test its own thread).
+pub fn on<T>(backend: Backend, test: impl FnOnce() -> T) -> T {
+    BACKEND.with(|current| current.set(backend));
+    test()
+}
+
+/// Makes each listed function of the calling module (a plain `fn name()`, without `#[test]`) a
+/// test on each backend: `<module>::sled::name` and `<module>::postgres::name`. A function left
+/// out of the list is dead code, which clippy (`-D warnings`) refuses, so none is forgotten.
+macro_rules! on_both_backends {
+    ($($test:ident),+ $(,)?) => {
+        mod sled {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::common::on($crate::common::Backend::Sled, super::$test)
+                }
+            )+
+        }
+
+        mod postgres {
+            $(
+                #[test]
+                fn $test() {
+                    $crate::common::on($crate::common::Backend::Postgres, super::$test)
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_both_backends;
 
 /// The variable naming the Postgres database of the Postgres tests, e.g.
 /// `postgres://postgres@127.0.0.1:5432/test`; unset, they are skipped.
@@ -51,10 +91,10 @@ pub fn unique_schema(what: &str) -> String {
     )
 }
 
-/// A temporary store on the binary's backend; `None` when the backend is Postgres and
+/// A temporary store on the test's backend; `None` when the backend is Postgres and
 /// `SOMNA_TEST_PG_URL` is unset (use the `temporary_store!` macro, which returns from the test).
 pub fn try_temporary_store() -> Option<Store> {
-    match crate::BACKEND {
+    match backend() {
         Backend::Sled => Some(Store::temporary().unwrap()),
         Backend::Postgres => Some(Store::temporary_postgres(&pg_url()?).unwrap()),
     }
@@ -68,7 +108,7 @@ pub fn try_store_with_agent() -> Option<(Store, AgentId)> {
     Some((store, id))
 }
 
-/// A temporary store on the binary's backend, or a return from the test (skipped) when there is
+/// A temporary store on the test's backend, or a return from the test (skipped) when there is
 /// none.
 macro_rules! temporary_store {
     () => {

@@ -5,7 +5,19 @@ use somna_store::{CommitOutcome, StoreError, UncompactOutcome};
 
 use crate::common::*;
 
-#[test]
+on_both_backends!(
+    commit_moves_covered_messages_to_the_archive,
+    messages_appended_after_the_plan_survive,
+    a_changed_covered_message_is_a_conflict_and_changes_nothing,
+    a_gone_covered_message_is_a_conflict_and_changes_nothing,
+    an_uncovered_message_inside_the_run_is_a_conflict,
+    malformed_commits_are_errors,
+    rolling_compaction_folds_and_uncompaction_unfolds,
+    masking_archives_originals_and_rejects_non_normal_targets,
+    a_compaction_over_masked_placeholders_restores_them_on_undo,
+    uncompact_of_something_that_is_not_a_summary_is_not_found,
+);
+
 fn commit_moves_covered_messages_to_the_archive() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 40);
@@ -68,7 +80,6 @@ fn commit_moves_covered_messages_to_the_archive() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn messages_appended_after_the_plan_survive() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
@@ -87,7 +98,6 @@ fn messages_appended_after_the_plan_survive() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn a_changed_covered_message_is_a_conflict_and_changes_nothing() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
@@ -104,7 +114,6 @@ fn a_changed_covered_message_is_a_conflict_and_changes_nothing() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
@@ -136,7 +145,6 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn an_uncovered_message_inside_the_run_is_a_conflict() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
@@ -154,7 +162,6 @@ fn an_uncovered_message_inside_the_run_is_a_conflict() {
     assert_eq!(snapshot(&store, &id), before);
 }
 
-#[test]
 fn malformed_commits_are_errors() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
@@ -208,7 +215,6 @@ fn malformed_commits_are_errors() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn rolling_compaction_folds_and_uncompaction_unfolds() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 50);
@@ -293,7 +299,6 @@ fn rolling_compaction_folds_and_uncompaction_unfolds() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn masking_archives_originals_and_rejects_non_normal_targets() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
@@ -373,7 +378,6 @@ fn masking_archives_originals_and_rejects_non_normal_targets() {
     ));
 }
 
-#[test]
 fn a_compaction_over_masked_placeholders_restores_them_on_undo() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 20);
@@ -402,7 +406,6 @@ fn a_compaction_over_masked_placeholders_restores_them_on_undo() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn uncompact_of_something_that_is_not_a_summary_is_not_found() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);

@@ -1,10 +1,15 @@
-//! `Store::copy_into`: a whole store into an empty one, exactly — on the sled binary sled to sled,
-//! on the Postgres binary between Postgres and sled both ways.
+//! `Store::copy_into`: a whole store into an empty one, exactly — on sled sled to sled,
+//! on Postgres between Postgres and sled both ways.
 
 use somna_core::{JournalEntry, SourceType, Timestamp};
 use somna_store::{CommitOutcome, Store, StoreError};
 
 use crate::common::*;
+
+on_both_backends!(
+    a_copy_holds_every_agent_exactly,
+    a_copy_into_a_store_with_agents_is_refused_and_changes_nothing,
+);
 
 /// Gives `store` two agents that went through appends, a compaction, journal entries and a
 /// search (so the index tree holds something too).
@@ -43,9 +48,8 @@ fn assert_same(source: &Store, dest: &Store, ids: &[somna_core::AgentId]) {
     }
 }
 
-#[test]
 fn a_copy_holds_every_agent_exactly() {
-    // From this binary's backend into sled, and from sled back into this binary's backend.
+    // From the test's backend into sled, and from sled back into the test's backend.
     let source = temporary_store!();
     let ids = live_in(&source);
     let dest = Store::temporary().unwrap();
@@ -69,7 +73,6 @@ fn a_copy_holds_every_agent_exactly() {
     assert_eq!(next.seq, source.agent(&ids[0]).unwrap().unwrap().next_seq);
 }
 
-#[test]
 fn a_copy_into_a_store_with_agents_is_refused_and_changes_nothing() {
     let source = Store::temporary().unwrap();
     live_in(&source);

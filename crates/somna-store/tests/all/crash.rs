@@ -6,7 +6,7 @@
 //! archive) exactly once, with its content.
 //!
 //! `SOMNA_CRASH_KILLS` sets the number of kills (default 60 on sled, 100 on Postgres);
-//! `SOMNA_CRASH_SEED` replays a run. In the Postgres test binary the child and the checks use a
+//! `SOMNA_CRASH_SEED` replays a run. On Postgres the child and the checks use a
 //! fresh Postgres schema of `SOMNA_TEST_PG_URL` instead of a directory (the child is told its name).
 
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ use somna_core::{AgentId, JournalEntry, Message, MessageKind, SourceType};
 use somna_store::{CommitOutcome, PostgresOptions, Store, StoreOptions};
 
 use crate::common::*;
+
+on_both_backends!(sigkill_during_writes_never_breaks_invariants,);
 
 /// Set in the child's environment: the database directory.
 const CHILD_DIR: &str = "SOMNA_STORE_CRASH_CHILD_DIR";
@@ -203,9 +205,9 @@ enum Target {
 }
 
 impl Target {
-    /// The target of this test binary; `None` on Postgres without `SOMNA_TEST_PG_URL`.
+    /// The target of the test's backend; `None` on Postgres without `SOMNA_TEST_PG_URL`.
     fn new() -> Option<Target> {
-        Some(match crate::BACKEND {
+        Some(match backend() {
             Backend::Sled => Target::Dir(
                 tempfile::Builder::new()
                     .prefix("somna-crash-")
@@ -262,7 +264,6 @@ impl Target {
     }
 }
 
-#[test]
 fn sigkill_during_writes_never_breaks_invariants() {
     let Some(target) = Target::new() else {
         return;
@@ -270,7 +271,7 @@ fn sigkill_during_writes_never_breaks_invariants() {
     let kills: u32 = std::env::var("SOMNA_CRASH_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(match crate::BACKEND {
+        .unwrap_or(match backend() {
             Backend::Sled => 60,
             Backend::Postgres => 100,
         });
@@ -285,7 +286,7 @@ fn sigkill_during_writes_never_breaks_invariants() {
         });
     println!(
         "crash test ({:?}): seed {seed} (SOMNA_CRASH_SEED replays it), {kills} kills",
-        crate::BACKEND
+        backend()
     );
     let mut rng = rng(seed);
     // On a failure the database is kept for inspection and its place printed.
@@ -422,7 +423,6 @@ fn sigkill_during_writes_never_breaks_invariants() {
 }
 
 // sled-specific: sled files, locks and flushes.
-sled_only! {
 /// sled writes its snapshot to `snap.<lsn>.generating` and renames it once complete; a kill in
 /// between leaves a partial file that sled 0.34 picks as the newest snapshot and reports as
 /// corruption. `Store::open` removes such files and opens the database.
@@ -441,17 +441,15 @@ fn a_half_written_snapshot_left_by_a_kill_does_not_block_opening() {
     let Err(err) = raw_sled_open(dir.path()) else {
         panic!("sled 0.34 should refuse the partial snapshot");
     };
-    assert!(matches!(err, sled::Error::Corruption { .. }), "{err:?}");
+    assert!(matches!(err, ::sled::Error::Corruption { .. }), "{err:?}");
 
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert!(!partial.exists());
     assert_eq!(store.history(&id).unwrap(), history);
     assert_clean(&store, &id);
 }
-}
 
 // sled-specific: sled files, locks and flushes.
-sled_only! {
 /// Reopening right after dropping the last handle works even though sled releases its file lock
 /// a moment after the drop.
 #[test]
@@ -468,10 +466,8 @@ fn reopening_at_once_waits_for_the_lock() {
         );
     }
 }
-}
 
 // sled-specific: sled files, locks and flushes.
-sled_only! {
 /// `flush_every` bounds what a kill can take of unacknowledged writes; zero (sled's "never") is
 /// refused, as in runtime.toml.
 #[test]
@@ -502,10 +498,8 @@ fn a_zero_flush_interval_is_refused() {
         "invalid store options: cache_bytes must be above zero"
     );
 }
-}
 
 // sled-specific: sled files, locks and flushes.
-sled_only! {
 /// `Store::durable` on an idle store runs one flush for the one waiter.
 #[test]
 fn durable_on_a_store_on_disk_flushes() {
@@ -517,5 +511,4 @@ fn durable_on_a_store_on_disk_flushes() {
     futures::executor::block_on(store.durable()).unwrap();
     let stats = store.group_commit_stats();
     assert_eq!((stats.flushes, stats.served), (1, 1));
-}
 }

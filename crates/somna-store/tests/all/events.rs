@@ -4,7 +4,11 @@ use somna_core::{EventRecord, Timestamp, Trigger};
 
 use crate::common::*;
 
-#[test]
+on_both_backends!(
+    events_get_increasing_seqs_and_read_newest_first,
+    events_after_follows_the_log_oldest_first,
+);
+
 fn events_get_increasing_seqs_and_read_newest_first() {
     let (store, id) = store_with_agent!();
     let mut logged = Vec::new();
@@ -47,7 +51,6 @@ fn events_get_increasing_seqs_and_read_newest_first() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn events_after_follows_the_log_oldest_first() {
     let (store, id) = store_with_agent!();
     assert!(store.events_after(&id, None, 10).unwrap().is_empty());

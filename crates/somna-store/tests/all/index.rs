@@ -7,11 +7,17 @@ use somna_store::{DocKind, Store};
 
 use crate::common::*;
 
+on_both_backends!(
+    archive_search_finds_archived_originals_by_stem_and_speaker,
+    masked_originals_are_searchable,
+    journal_entries_and_facts_are_indexed,
+    many_postings_seal_into_blocks_and_still_score,
+);
+
 fn said(name: &str, text: &str) -> Message {
     with_tokens(Message::user(text).with_name(name))
 }
 
-#[test]
 fn archive_search_finds_archived_originals_by_stem_and_speaker() {
     let (store, id) = store_with_agent!();
     let all = store
@@ -72,7 +78,6 @@ fn archive_search_finds_archived_originals_by_stem_and_speaker() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn masked_originals_are_searchable() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 20);
@@ -85,7 +90,6 @@ fn masked_originals_are_searchable() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn journal_entries_and_facts_are_indexed() {
     let (store, id) = store_with_agent!();
     let e = store
@@ -125,7 +129,6 @@ fn journal_entries_and_facts_are_indexed() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn many_postings_seal_into_blocks_and_still_score() {
     let (store, id) = store_with_agent!();
     // 300 messages share "smithy": the term's head seals two blocks of 128.
@@ -144,7 +147,6 @@ fn many_postings_seal_into_blocks_and_still_score() {
 }
 
 // Drops a sled tree directly.
-sled_only! {
 #[test]
 fn a_database_without_an_index_is_indexed_on_first_load() {
     let (dir, id) = closed_sled_store(30, Some((20, "s")));
@@ -160,5 +162,4 @@ fn a_database_without_an_index_is_indexed_on_first_load() {
         7
     );
     assert_clean(&store, &id);
-}
 }

@@ -5,6 +5,14 @@ use somna_store::{Store, StoreError};
 
 use crate::common::*;
 
+on_both_backends!(
+    queries_are_newest_first_and_filter,
+    the_cursor_pages_through_everything_once,
+    consolidation_writes_facts_with_provenance_and_marks_entries,
+    consolidating_an_unknown_entry_changes_nothing,
+    journals_of_agents_are_separate,
+);
+
 /// Writes a varied journal: entry i has `at = 1000 + 10 i`, a source type cycling through all five,
 /// importance `1 + i % 10`, and the tag `even` or `odd` (plus `quest` for every third entry).
 /// `None` when the test is skipped (see `try_temporary_store`).
@@ -41,7 +49,6 @@ fn brute_force(store: &Store, id: &somna_core::AgentId, q: &JournalQuery) -> Vec
     out
 }
 
-#[test]
 fn queries_are_newest_first_and_filter() {
     let Some((store, id)) = seeded(60) else {
         return;
@@ -115,7 +122,6 @@ fn queries_are_newest_first_and_filter() {
     );
 }
 
-#[test]
 fn the_cursor_pages_through_everything_once() {
     let Some((store, id)) = seeded(47) else {
         return;
@@ -148,7 +154,6 @@ fn the_cursor_pages_through_everything_once() {
     }
 }
 
-#[test]
 fn consolidation_writes_facts_with_provenance_and_marks_entries() {
     let Some((store, id)) = seeded(10) else {
         return;
@@ -187,7 +192,6 @@ fn consolidation_writes_facts_with_provenance_and_marks_entries() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn consolidating_an_unknown_entry_changes_nothing() {
     let Some((store, id)) = seeded(3) else {
         return;
@@ -202,7 +206,6 @@ fn consolidating_an_unknown_entry_changes_nothing() {
     assert_eq!(store.agent(&id).unwrap().unwrap().next_fact_id, 0);
 }
 
-#[test]
 fn journals_of_agents_are_separate() {
     let Some((store, a)) = seeded(5) else {
         return;

@@ -5,7 +5,15 @@ use somna_store::StoreError;
 
 use crate::common::*;
 
-#[test]
+on_both_backends!(
+    append_assigns_seq_and_created_at_and_counts_tokens,
+    append_batch_is_ordered_and_counted,
+    only_normal_messages_can_be_appended,
+    ranges_and_tails,
+    agents_with_prefix_ids_do_not_see_each_other,
+    concurrent_appends_keep_seqs_and_counters_consistent,
+);
+
 fn append_assigns_seq_and_created_at_and_counts_tokens() {
     let (store, id) = store_with_agent!();
     let given = Timestamp(1_234);
@@ -31,7 +39,6 @@ fn append_assigns_seq_and_created_at_and_counts_tokens() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn append_batch_is_ordered_and_counted() {
     let (store, id) = store_with_agent!();
     let stored = append_n(&store, &id, 100);
@@ -46,7 +53,6 @@ fn append_batch_is_ordered_and_counted() {
     assert_clean(&store, &id);
 }
 
-#[test]
 fn only_normal_messages_can_be_appended() {
     let (store, id) = store_with_agent!();
     let original = store.append(&id, msg(0), NOW).unwrap();
@@ -63,7 +69,6 @@ fn only_normal_messages_can_be_appended() {
     assert_eq!(store.history(&id).unwrap().len(), 1);
 }
 
-#[test]
 fn ranges_and_tails() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
@@ -98,7 +103,6 @@ fn ranges_and_tails() {
     assert_eq!(history[1..], all[20..]);
 }
 
-#[test]
 fn agents_with_prefix_ids_do_not_see_each_other() {
     let (store, a) = store_with_agent!();
     let b = agent("npc2");
@@ -117,7 +121,6 @@ fn agents_with_prefix_ids_do_not_see_each_other() {
     }
 }
 
-#[test]
 fn concurrent_appends_keep_seqs_and_counters_consistent() {
     let (store, id) = store_with_agent!();
     std::thread::scope(|s| {

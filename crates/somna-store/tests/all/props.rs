@@ -93,67 +93,99 @@ fn check(
     Ok(())
 }
 
+/// One run of random operations on the current backend, checking every invariant after each.
+fn random_operations_keep_the_invariants(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let Some((store, id)) = try_store_with_agent() else {
+        return Ok(());
+    };
+    let mut appended: Vec<Message> = Vec::new();
+    for op in ops {
+        let history = store.history(&id).unwrap();
+        match op {
+            Op::Append(n) => {
+                appended.extend(append_n(&store, &id, u64::from(n)));
+            }
+            Op::Compact { start, n } => {
+                if let Some(run) = pick_run(&history, start, n) {
+                    let outcome = store
+                        .commit_compaction(&id, &commit_for(&run, "rolled up", NOW))
+                        .unwrap();
+                    prop_assert!(
+                        matches!(outcome, CommitOutcome::Committed { .. }),
+                        "{:?}",
+                        outcome
+                    );
+                }
+            }
+            Op::CompactAndUndo { start, n } => {
+                if let Some(run) = pick_run(&history, start, n) {
+                    let before = state(&store, &id);
+                    let outcome = store
+                        .commit_compaction(&id, &commit_for(&run, "undone", NOW))
+                        .unwrap();
+                    let CommitOutcome::Committed { summary_seq, .. } = outcome else {
+                        return Err(TestCaseError::fail(format!("{outcome:?}")));
+                    };
+                    check(&store, &id, &appended)?;
+                    let undone = store.uncompact(&id, summary_seq, NOW).unwrap();
+                    prop_assert_eq!(
+                        undone,
+                        UncompactOutcome::Restored {
+                            restored: run.len() as u32
+                        }
+                    );
+                    prop_assert_eq!(state(&store, &id), before);
+                }
+            }
+            Op::Mask(picks) => {
+                let normals: Vec<&Message> = history.iter().filter(|m| m.is_normal()).collect();
+                if !normals.is_empty() {
+                    let mut chosen: Vec<Message> = picks
+                        .iter()
+                        .map(|&p| masked_of(normals[usize::from(p) % normals.len()]))
+                        .collect();
+                    chosen.sort_by_key(|m| m.seq);
+                    chosen.dedup_by_key(|m| m.seq);
+                    let outcome = store.commit_masking(&id, chosen, NOW).unwrap();
+                    prop_assert!(
+                        matches!(outcome, CommitOutcome::Committed { .. }),
+                        "{:?}",
+                        outcome
+                    );
+                }
+            }
+            Op::Uncompact(pick) => {
+                let summaries: Vec<&Message> = history
+                    .iter()
+                    .filter(|m| matches!(m.kind, MessageKind::Summary(_)))
+                    .collect();
+                if !summaries.is_empty() {
+                    let seq = summaries[usize::from(pick) % summaries.len()].seq;
+                    let outcome = store.uncompact(&id, seq, NOW).unwrap();
+                    prop_assert!(
+                        matches!(outcome, UncompactOutcome::Restored { .. }),
+                        "{:?}",
+                        outcome
+                    );
+                }
+            }
+        }
+        check(&store, &id, &appended)?;
+    }
+    Ok(())
+}
+
 proptest! {
-    // 48 cases per run; PROPTEST_CASES=N runs more.
+    // 48 cases per run and backend; PROPTEST_CASES=N runs more.
     #![proptest_config(ProptestConfig { cases: proptest_cases(48), ..ProptestConfig::default() })]
 
     #[test]
-    fn random_operations_keep_the_invariants(ops in prop::collection::vec(op(), 1..40)) {
-        let Some((store, id)) = try_store_with_agent() else {
-            return Ok(());
-        };
-        let mut appended: Vec<Message> = Vec::new();
-        for op in ops {
-            let history = store.history(&id).unwrap();
-            match op {
-                Op::Append(n) => {
-                    appended.extend(append_n(&store, &id, u64::from(n)));
-                }
-                Op::Compact { start, n } => {
-                    if let Some(run) = pick_run(&history, start, n) {
-                        let outcome = store.commit_compaction(&id, &commit_for(&run, "rolled up", NOW)).unwrap();
-                        prop_assert!(matches!(outcome, CommitOutcome::Committed { .. }), "{:?}", outcome);
-                    }
-                }
-                Op::CompactAndUndo { start, n } => {
-                    if let Some(run) = pick_run(&history, start, n) {
-                        let before = state(&store, &id);
-                        let outcome = store.commit_compaction(&id, &commit_for(&run, "undone", NOW)).unwrap();
-                        let CommitOutcome::Committed { summary_seq, .. } = outcome else {
-                            return Err(TestCaseError::fail(format!("{outcome:?}")));
-                        };
-                        check(&store, &id, &appended)?;
-                        let undone = store.uncompact(&id, summary_seq, NOW).unwrap();
-                        prop_assert_eq!(undone, UncompactOutcome::Restored { restored: run.len() as u32 });
-                        prop_assert_eq!(state(&store, &id), before);
-                    }
-                }
-                Op::Mask(picks) => {
-                    let normals: Vec<&Message> = history.iter().filter(|m| m.is_normal()).collect();
-                    if !normals.is_empty() {
-                        let mut chosen: Vec<Message> = picks
-                            .iter()
-                            .map(|&p| masked_of(normals[usize::from(p) % normals.len()]))
-                            .collect();
-                        chosen.sort_by_key(|m| m.seq);
-                        chosen.dedup_by_key(|m| m.seq);
-                        let outcome = store.commit_masking(&id, chosen, NOW).unwrap();
-                        prop_assert!(matches!(outcome, CommitOutcome::Committed { .. }), "{:?}", outcome);
-                    }
-                }
-                Op::Uncompact(pick) => {
-                    let summaries: Vec<&Message> = history
-                        .iter()
-                        .filter(|m| matches!(m.kind, MessageKind::Summary(_)))
-                        .collect();
-                    if !summaries.is_empty() {
-                        let seq = summaries[usize::from(pick) % summaries.len()].seq;
-                        let outcome = store.uncompact(&id, seq, NOW).unwrap();
-                        prop_assert!(matches!(outcome, UncompactOutcome::Restored { .. }), "{:?}", outcome);
-                    }
-                }
-            }
-            check(&store, &id, &appended)?;
-        }
+    fn random_operations_keep_the_invariants_on_sled(ops in prop::collection::vec(op(), 1..40)) {
+        on(Backend::Sled, || random_operations_keep_the_invariants(ops))?;
+    }
+
+    #[test]
+    fn random_operations_keep_the_invariants_on_postgres(ops in prop::collection::vec(op(), 1..40)) {
+        on(Backend::Postgres, || random_operations_keep_the_invariants(ops))?;
     }
 }

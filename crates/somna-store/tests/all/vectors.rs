@@ -7,6 +7,11 @@ use somna_store::Store;
 
 use crate::common::*;
 
+on_both_backends!(
+    archived_messages_are_embedded_once_and_found_by_meaning,
+    words_decide_when_a_message_holds_them_and_meaning_when_none_does,
+);
+
 fn said(name: &str, text: &str) -> Message {
     with_tokens(Message::user(text).with_name(name))
 }
@@ -23,7 +28,6 @@ fn vector(text: &str) -> Vec<f32> {
     v
 }
 
-#[test]
 fn archived_messages_are_embedded_once_and_found_by_meaning() {
     let (store, id) = store_with_agent!();
     let all = store
@@ -143,7 +147,6 @@ fn archived_messages_are_embedded_once_and_found_by_meaning() {
     assert!(e.to_string().contains("message 2"), "{e}");
 }
 
-#[test]
 fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
     let (store, id) = store_with_agent!();
     // Eighty turns about pets, one about an allergy, then one live turn.
@@ -198,23 +201,27 @@ fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
     );
 }
 
-sled_only! {
-    #[test]
-    fn a_copy_carries_the_vectors() {
-        let (store, id) = store_with_agent!();
-        let all = append_n(&store, &id, 10);
-        compact(&store, &id, &all[..6], "s");
-        let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
-        let pairs: Vec<(u64, Vec<f32>)> =
-            todo.messages.iter().map(|m| (m.seq, vector(&m.content))).collect();
-        store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
-        let dest = Store::temporary().unwrap();
-        store.copy_into(&dest).unwrap();
-        assert_eq!(dest.vectors_meta(&id).unwrap(), store.vectors_meta(&id).unwrap());
-        let q = vector("x");
-        assert_eq!(
-            dest.search_vectors(&id, "toy", &q, 3).unwrap(),
-            store.search_vectors(&id, "toy", &q, 3).unwrap()
-        );
-    }
+#[test]
+fn a_copy_carries_the_vectors() {
+    let (store, id) = store_with_agent!();
+    let all = append_n(&store, &id, 10);
+    compact(&store, &id, &all[..6], "s");
+    let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
+    let pairs: Vec<(u64, Vec<f32>)> = todo
+        .messages
+        .iter()
+        .map(|m| (m.seq, vector(&m.content)))
+        .collect();
+    store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
+    let dest = Store::temporary().unwrap();
+    store.copy_into(&dest).unwrap();
+    assert_eq!(
+        dest.vectors_meta(&id).unwrap(),
+        store.vectors_meta(&id).unwrap()
+    );
+    let q = vector("x");
+    assert_eq!(
+        dest.search_vectors(&id, "toy", &q, 3).unwrap(),
+        store.search_vectors(&id, "toy", &q, 3).unwrap()
+    );
 }

@@ -171,7 +171,7 @@ fn a_write_waiting_on_a_lock_ends_at_the_statement_timeout() {
         pool_size: 1,
     };
     let store = Store::open_postgres(&limited, options).unwrap();
-    let admin = crate::admin::Admin::connect(&url);
+    let admin = super::admin::Admin::connect(&url);
     let tables = admin.value(&format!(
         "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') FROM pg_tables \
          WHERE schemaname = '{schema}'"
