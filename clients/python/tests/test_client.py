@@ -289,6 +289,34 @@ def test_unauthorized(server: Server, token: str, monkeypatch: pytest.MonkeyPatc
             client.events()
 
 
+def test_scoped_tokens(client: somna.Client, server: Server, new_id: Callable[[], str]) -> None:
+    mine, other = new_id(), new_id()
+    prefix = mine  # ids of this test are unique; the token reaches `mine` and nothing else
+    client.create_agent(mine)
+    client.create_agent(other)
+    made = client.create_token(f"tok-{mine}"[:64], prefix, "read")
+    assert made.token.startswith("somna_") and made.access == "read" and made.agents == prefix
+    assert made.name in [t.name for t in client.tokens()]
+    with somna.Client(server.url, token=made.token) as scoped:
+        assert scoped.agents().ids == [mine]
+        assert scoped.status(mine).id == mine
+        with pytest.raises(somna.Forbidden) as caught:
+            scoped.status(other)
+        assert caught.value.code == "forbidden" and caught.value.status == 403
+        with pytest.raises(somna.Forbidden):
+            scoped.send(mine, "hello")
+        with pytest.raises(somna.Forbidden):
+            scoped.tokens()
+        client.revoke_token(made.name)
+        with pytest.raises(somna.Unauthorized):
+            scoped.status(mine)
+    with pytest.raises(somna.NotFound) as gone:
+        client.revoke_token(made.name)
+    assert gone.value.code == "unknown_token"
+    with pytest.raises(somna.InvalidRequest):
+        client.create_token("bad name", prefix)
+
+
 def test_url_and_token_from_the_environment(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

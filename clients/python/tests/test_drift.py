@@ -138,6 +138,9 @@ def sent_requests() -> list[httpx.Request]:
         lambda: client.event_log("a", limit=6),
         lambda: client.events(agent="a", types=["agent_replied"]),
         lambda: client.follow_event_log("a", after=7),
+        client.tokens,
+        lambda: client.create_token("t", "a-", "read_write"),
+        lambda: client.revoke_token("t"),
     ]
     for call in calls:
         with suppress(somna.ServerError):

@@ -8,6 +8,7 @@
 use anyhow::Result;
 use somna_core::AgentId;
 use somna_runtime::protocol::Inbound;
+use somna_store::TokenScope;
 
 /// The journal filters of `somna journal`, as they were typed: the local backend parses them, the
 /// remote one passes them through to the API.
@@ -52,4 +53,10 @@ pub trait Backend {
     fn facts(&self, id: &AgentId) -> Result<()>;
     /// `somna events`: the agent's last `limit` events.
     fn events(&self, id: &AgentId, limit: usize) -> Result<()>;
+    /// `somna token create`: a scoped token; prints its secret once.
+    fn create_token(&self, name: &str, scope: TokenScope) -> Result<()>;
+    /// `somna token list`.
+    fn tokens(&self) -> Result<()>;
+    /// `somna token revoke`: an error when there is no such token.
+    fn revoke_token(&self, name: &str) -> Result<()>;
 }

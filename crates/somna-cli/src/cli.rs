@@ -94,6 +94,11 @@ pub enum Command {
     /// The cluster of nodes sharing the Postgres store (`somna run --cluster`).
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Scoped API tokens: bearer tokens that reach only the agents whose id starts with a prefix,
+    /// read-only or read-write (docs/api.md, "Tokens"). With --server, through the API with the
+    /// admin token (SOMNA_API_TOKEN).
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Print an agent's live history (or its archive).
     History {
         agent: String,
@@ -133,6 +138,30 @@ pub enum Command {
 pub enum ClusterCommand {
     /// The nodes (heartbeat age, shards held) and the shards' leases (unowned, expired, oldest).
     Status,
+}
+
+/// `somna token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token for the agents whose id starts with --agents; prints its secret, once (the
+    /// database keeps only its SHA-256).
+    Create {
+        /// Its name (1–64 ASCII letters, digits, `-`, `_`, `.`), unique: what `revoke` takes.
+        name: String,
+        /// The agent-id prefix it reaches, e.g. `tenant-a-`.
+        #[arg(long, value_name = "PREFIX")]
+        agents: String,
+        /// Reads only (GET routes and the event stream); default: reads and commands.
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// The tokens: name, prefix, access, when made (never a secret).
+    List,
+    /// Revoke a token: a server refuses it within 2 s (at once when revoked through it).
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
 }
 
 /// `somna eval …`: Somna measuring itself.

@@ -20,7 +20,8 @@ use somna_runtime::ops::{self, Offline, OpsError};
 use somna_runtime::prompt;
 use somna_runtime::protocol::{Inbound, InboundError};
 use somna_runtime::{Clock, Compactor, Semantic, semantic};
-use somna_store::{Store, UncompactOutcome};
+use somna_server::{CreatedToken, TokenInfo, TokenList};
+use somna_store::{Store, StoreError, TokenScope, UncompactOutcome};
 
 use crate::Invalid;
 use crate::backend::{Backend, JournalFilters};
@@ -268,6 +269,38 @@ a later one must wait until that one is undone)"
             .map(|e| e.event)
             .collect();
         self.out.events(&events, &events);
+        Ok(())
+    }
+
+    fn create_token(&self, name: &str, scope: TokenScope) -> Result<()> {
+        let (token, secret) = self
+            .store
+            .create_token(name, scope, now())
+            .map_err(|e| match e {
+                // A malformed name or prefix is invalid input: exit 2, like the server's 422.
+                e @ StoreError::Invalid { .. } => anyhow::Error::new(Invalid(e.to_string())),
+                e => e.into(),
+            })?;
+        self.out.token_created(&CreatedToken {
+            token: secret,
+            info: TokenInfo::from(&token),
+        });
+        Ok(())
+    }
+
+    fn tokens(&self) -> Result<()> {
+        let tokens = self.store.tokens()?;
+        self.out.tokens(&TokenList {
+            tokens: tokens.iter().map(TokenInfo::from).collect(),
+        });
+        Ok(())
+    }
+
+    fn revoke_token(&self, name: &str) -> Result<()> {
+        if !self.store.revoke_token(name)? {
+            bail!("no token named {name:?}");
+        }
+        self.out.token_revoked(name);
         Ok(())
     }
 }

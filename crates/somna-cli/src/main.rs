@@ -29,7 +29,7 @@ use somna_core::config::{ResolvedConfig, RuntimeConfig};
 use somna_store::Store;
 
 use backend::{Backend, JournalFilters};
-use cli::{AgentCommand, Cli, ClusterCommand, Command, EvalCommand};
+use cli::{AgentCommand, Cli, ClusterCommand, Command, EvalCommand, TokenCommand};
 use local::Local;
 use output::Out;
 use remote::{ApiFailure, Remote};
@@ -273,7 +273,13 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
                     Box::new(Remote::new(url, token, out)?)
                 }
                 None => {
-                    let create = matches!(command, Command::Agent(AgentCommand::Create { .. }));
+                    // Creating an agent or a token may create the database (tokens are made
+                    // before the first `somna run --serve`).
+                    let create = matches!(
+                        command,
+                        Command::Agent(AgentCommand::Create { .. })
+                            | Command::Token(TokenCommand::Create { .. })
+                    );
                     let (config, store) = open_or_create(&cli, create)?;
                     Box::new(Local { config, store, out })
                 }
@@ -368,6 +374,23 @@ fn dispatch(backend: &dyn Backend, command: &Command) -> Result<()> {
                 Err(local_only_error(local_only(command).unwrap_or("this command")).into())
             }
         },
+        Command::Token(TokenCommand::Create {
+            name,
+            agents,
+            read_only,
+        }) => backend.create_token(
+            name,
+            somna_store::TokenScope {
+                agents: agents.clone(),
+                access: if *read_only {
+                    somna_store::Access::Read
+                } else {
+                    somna_store::Access::ReadWrite
+                },
+            },
+        ),
+        Command::Token(TokenCommand::List) => backend.tokens(),
+        Command::Token(TokenCommand::Revoke { name }) => backend.revoke_token(name),
         // Handled in `run` before a backend is chosen.
         Command::Run { .. }
         | Command::CheckConfig { .. }
@@ -559,6 +582,18 @@ mod tests {
         fn events(&self, id: &AgentId, limit: usize) -> Result<()> {
             self.note(format!("events {id} {limit}"))
         }
+        fn create_token(&self, name: &str, scope: somna_store::TokenScope) -> Result<()> {
+            self.note(format!(
+                "token create {name} {} {}",
+                scope.agents, scope.access
+            ))
+        }
+        fn tokens(&self) -> Result<()> {
+            self.note("token list".into())
+        }
+        fn revoke_token(&self, name: &str) -> Result<()> {
+            self.note(format!("token revoke {name}"))
+        }
     }
 
     fn dispatched(args: &[&str]) -> Result<Vec<String>> {
@@ -586,6 +621,16 @@ mod tests {
             ["compact ada true"]
         );
         assert_eq!(dispatched(&["uncompact", "ada", "7"])?, ["uncompact ada 7"]);
+        assert_eq!(
+            dispatched(&["token", "create", "t1", "--agents", "a-", "--read-only"])?,
+            ["token create t1 a- read"]
+        );
+        assert_eq!(
+            dispatched(&["token", "create", "t2", "--agents", "b-"])?,
+            ["token create t2 b- read_write"]
+        );
+        assert_eq!(dispatched(&["token", "list"])?, ["token list"]);
+        assert_eq!(dispatched(&["token", "revoke", "t1"])?, ["token revoke t1"]);
         assert_eq!(
             dispatched(&["configure", "ada", "persona=hi"])?,
             ["configure ada [\"persona=hi\"]"]

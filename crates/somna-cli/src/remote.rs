@@ -16,6 +16,8 @@ use somna_core::config::AgentConfig;
 use somna_core::record::EventRecord;
 use somna_core::{AgentId, Fact, JournalEntry, Message};
 use somna_runtime::protocol::{AgentStatus, CompactionOutcome, Inbound, SleepResult};
+use somna_server::{CreatedToken, TokenList};
+use somna_store::TokenScope;
 
 use crate::Invalid;
 use crate::backend::{Backend, JournalFilters};
@@ -454,6 +456,29 @@ impl Backend for Remote {
             .context("the server's events have an unexpected shape")?
             .unwrap_or_default();
         self.out.events(&answer, &events);
+        Ok(())
+    }
+
+    /// `POST /v1/tokens`.
+    fn create_token(&self, name: &str, scope: TokenScope) -> Result<()> {
+        let body = json!({ "name": name, "agents": scope.agents, "access": scope.access });
+        let answer = self.post("/v1/tokens", &body)?;
+        let created: CreatedToken = read_answer(answer, "new token")?;
+        self.out.token_created(&created);
+        Ok(())
+    }
+
+    /// `GET /v1/tokens`.
+    fn tokens(&self) -> Result<()> {
+        let list: TokenList = read_answer(self.get("/v1/tokens", &[])?, "token list")?;
+        self.out.tokens(&list);
+        Ok(())
+    }
+
+    /// `DELETE /v1/tokens/{name}`.
+    fn revoke_token(&self, name: &str) -> Result<()> {
+        self.call(Method::DELETE, &format!("/v1/tokens/{name}"), &[], None)?;
+        self.out.token_revoked(name);
         Ok(())
     }
 }

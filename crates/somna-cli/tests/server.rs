@@ -356,6 +356,73 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
     assert_says(&o, "(retired)");
 }
 
+/// Scoped tokens end to end: made locally before the server starts, used by the CLI against the
+/// server (its agents only, reads only), listed and revoked through the server.
+#[test]
+fn scoped_tokens_made_locally_reach_only_their_agents_and_are_revoked_through_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    let made = command(dir, None)
+        .args([
+            "token",
+            "create",
+            "tenant-b",
+            "--agents",
+            "b-",
+            "--read-only",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let made: Value = serde_json::from_slice(&made.stdout).unwrap();
+    let scoped = made["token"].as_str().unwrap().to_string();
+    assert_eq!(made["access"], "read");
+
+    let served = serve(dir);
+    let url = served.url.clone();
+    for agent in ["a-smith", "b-smith"] {
+        let o = remote(dir, &url, &["create", agent]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let as_b = |args: &[&str]| {
+        command(dir, Some(&scoped))
+            .arg("--server")
+            .arg(&url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = as_b(&["status", "b-smith", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = as_b(&["status", "a-smith"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_says(&o, "forbidden");
+    let o = as_b(&["send", "b-smith", "hello"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_says(&o, "read-only");
+    let o = as_b(&["agents", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !text(&o).contains("a-smith") && text(&o).contains("b-smith"),
+        "{}",
+        text(&o)
+    );
+    let o = as_b(&["token", "list"]);
+    assert_says(&o, "forbidden");
+
+    let listed = remote_json(dir, &url, &["token", "list"]);
+    assert_eq!(listed["tokens"][0]["name"], "tenant-b");
+    let o = remote(dir, &url, &["token", "revoke", "tenant-b"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = as_b(&["status", "b-smith"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_says(&o, "unauthorized");
+    let (clean, log) = served.stop();
+    assert!(clean, "{log}");
+}
+
 /// The same runtime on the Postgres backend: `somna run --serve` with `[store] backend =
 /// "postgres"`, the CLI driving it over HTTP (create, a conversation, a forced compaction), then
 /// the local commands on the same schema once the server has stopped.

@@ -63,6 +63,9 @@ somna_core::str_enum! {
         InvalidAgentId = "invalid_agent_id",
         /// 401: a missing or wrong bearer token.
         Unauthorized = "unauthorized",
+        /// 403: a scoped token asked for what it does not reach (another agent, a write with a
+        /// read token, the metrics, token management); the message names the token's scope.
+        Forbidden = "forbidden",
         /// 408: the request body did not arrive in time.
         RequestTimeout = "request_timeout",
         /// 404: no agent with that id.
@@ -71,6 +74,8 @@ somna_core::str_enum! {
         UnknownToolCall = "unknown_tool_call",
         /// 404: the agent's history has no summary with that seq (or it cannot be undone).
         UnknownSummary = "unknown_summary",
+        /// 404: no API token with that name.
+        UnknownToken = "unknown_token",
         /// 404: no such endpoint.
         NotFound = "not_found",
         /// 405: the endpoint exists but not with this method.
@@ -83,6 +88,8 @@ somna_core::str_enum! {
         /// 409: on a cluster, another node runs the agent; the message names it (send the
         /// command there), or says its shard is changing hands.
         NotHosted = "not_hosted",
+        /// 409: an API token with that name exists (revoke it first, or pick another name).
+        TokenExists = "token_exists",
         /// 410: the agent was retired (deleted); its data can still be read.
         AgentRetired = "agent_retired",
         /// 413: the body is larger than the limit.
@@ -113,13 +120,18 @@ impl ErrorCode {
                 StatusCode::BAD_REQUEST
             }
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::UnknownAgent
             | ErrorCode::UnknownToolCall
             | ErrorCode::UnknownSummary
+            | ErrorCode::UnknownToken
             | ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::AgentExists | ErrorCode::Busy | ErrorCode::NotHosted => StatusCode::CONFLICT,
+            ErrorCode::AgentExists
+            | ErrorCode::Busy
+            | ErrorCode::NotHosted
+            | ErrorCode::TokenExists => StatusCode::CONFLICT,
             ErrorCode::AgentRetired => StatusCode::GONE,
             ErrorCode::PayloadTooLarge | ErrorCode::InputTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::InvalidBody | ErrorCode::InvalidConfig | ErrorCode::InvalidInput => {

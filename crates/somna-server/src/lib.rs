@@ -52,4 +52,5 @@ pub use body::{DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES};
 pub use error::{ApiError, ErrorCode, FieldError, Result, ServerError};
 pub use metrics::{MeteredLlm, Metrics};
 pub use options::{BIND_ENV, DEFAULT_BIND, MAX_BODY_ENV, ServerOptions, TOKEN_ENV};
+pub use routes::tokens::{CreatedToken, TokenInfo, TokenList};
 pub use server::{Server, serve};

@@ -42,6 +42,7 @@ stable `code`."
         (name = "commands", description = "Commands to an agent: compact, sleep, uncompact"),
         (name = "reads", description = "Reads answered by the store; retired agents too"),
         (name = "events", description = "The runtime's events as Server-Sent Events"),
+        (name = "tokens", description = "Scoped API tokens: list, make, revoke (admin token only)"),
         (name = "ops", description = "Health, metrics and this document")
     )
 )]

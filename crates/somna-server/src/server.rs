@@ -28,8 +28,10 @@ pub(crate) struct AppState {
     pub(crate) runtime: Runtime,
     /// Counters for `/metrics`.
     pub(crate) metrics: Metrics,
-    /// The bearer token, when one is required.
+    /// The admin bearer token, when one is required.
     pub(crate) token: Option<String>,
+    /// The store's scoped tokens, cached (see `auth`).
+    pub(crate) tokens: auth::Tokens,
     /// The request body limits.
     pub(crate) body: BodyLimits,
     /// How often idle SSE streams send a keep-alive comment.
@@ -82,6 +84,7 @@ impl Server {
             runtime,
             metrics: options.metrics.clone(),
             token: options.token.clone(),
+            tokens: auth::Tokens::default(),
             body: BodyLimits {
                 max_bytes: options.max_body_bytes,
                 timeout: options.body_timeout,

@@ -30,6 +30,8 @@ pub(crate) struct EventFilter {
     pub(crate) agent: Option<AgentId>,
     /// Only events of these types (`agent_replied`, `tool_call_requested`, …); empty means all.
     pub(crate) types: Vec<String>,
+    /// A scoped token's scope: only the events of the agents it reaches.
+    pub(crate) scope: Option<somna_store::TokenScope>,
 }
 
 impl EventFilter {
@@ -38,6 +40,10 @@ impl EventFilter {
             .as_ref()
             .is_none_or(|a| stamped.event.agent() == a)
             && (self.types.is_empty() || self.types.iter().any(|t| t == stamped.event.kind()))
+            && self
+                .scope
+                .as_ref()
+                .is_none_or(|s| s.reaches(stamped.event.agent()))
     }
 }
 
@@ -361,6 +367,7 @@ mod tests {
         let filter = EventFilter {
             agent: Some(AgentId::new("smith").unwrap()),
             types: vec![],
+            scope: None,
         };
         let mut s = open(&replay, filter, stopped, metrics.clone());
         assert_eq!(next_text(&mut s).await, CONNECTED);
@@ -415,6 +422,7 @@ mod tests {
         let filter = EventFilter {
             agent: None,
             types: vec!["sleep_started".into()],
+            scope: None,
         };
         let mut s = open(&replay, filter, stopped, Metrics::new());
         assert_eq!(next_text(&mut s).await, CONNECTED);
@@ -429,6 +437,28 @@ mod tests {
         assert_eq!(
             next_text(&mut s).await,
             "id: b.2\ndata: {\"at\":5,\"type\":\"sleep_started\",\"agent\":\"bard\"}\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scoped_token_streams_only_the_agents_it_reaches() {
+        let replay = Replay::new("b".into(), 16);
+        let (_stop, stopped) = watch::channel(false);
+        let filter = EventFilter {
+            scope: Some(somna_store::TokenScope {
+                agents: "tenant-b-".into(),
+                access: somna_store::Access::Read,
+            }),
+            ..EventFilter::default()
+        };
+        let mut s = open(&replay, filter, stopped, Metrics::new());
+        assert_eq!(next_text(&mut s).await, CONNECTED);
+        replay.record(stamped("tenant-a-bob", "secret of a"));
+        replay.record(stamped("tenant-b-bob", "for b"));
+        let text = next_text(&mut s).await;
+        assert!(
+            text.starts_with("id: b.2\n") && text.contains("for b"),
+            "{text}"
         );
     }
 

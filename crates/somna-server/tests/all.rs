@@ -10,6 +10,7 @@ mod llm_usage;
 mod metrics;
 mod python;
 mod reads;
+mod scopes;
 mod security;
 mod stream;
 mod support;

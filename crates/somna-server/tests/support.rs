@@ -128,6 +128,12 @@ impl Answer {
             .to_string()
     }
 
+    /// Asserts the status of an answer without a body to read (a 204).
+    #[track_caller]
+    pub fn expect_status(&self, status: u16) {
+        assert_eq!(self.status.as_u16(), status, "body: {}", self.text);
+    }
+
     /// Asserts the status and, for errors, the code; returns the JSON body.
     #[track_caller]
     pub fn expect(&self, status: u16, code: Option<&str>) -> Value {
@@ -222,8 +228,20 @@ impl TestServer {
 
     /// Sends a request with the server's token (when it has one).
     pub async fn call(&self, method: Method, path: &str, body: Option<&str>) -> Answer {
+        self.call_as(self.token.as_deref(), method, path, body)
+            .await
+    }
+
+    /// Sends a request with `token` (none when `None`).
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<&str>,
+    ) -> Answer {
         let mut req = self.client.request(method, format!("{}{path}", self.base));
-        if let Some(token) = &self.token {
+        if let Some(token) = token {
             req = req.bearer_auth(token);
         }
         if let Some(body) = body {
@@ -348,6 +366,11 @@ impl TestServer {
 
     /// Opens the SSE stream at `path` with `Accept: text/event-stream` and `headers`.
     pub async fn sse_with(&self, path: &str, headers: &[(&str, &str)]) -> Sse {
+        self.sse_as(self.token.as_deref(), path, headers).await
+    }
+
+    /// [`TestServer::sse_with`] with `token` instead of the server's.
+    pub async fn sse_as(&self, token: Option<&str>, path: &str, headers: &[(&str, &str)]) -> Sse {
         let mut req = self
             .client
             .get(format!("{}{path}", self.base))
@@ -355,7 +378,7 @@ impl TestServer {
         for (name, value) in headers {
             req = req.header(*name, *value);
         }
-        if let Some(token) = &self.token {
+        if let Some(token) = token {
             req = req.bearer_auth(token);
         }
         let response = req.send().await.unwrap();

@@ -52,6 +52,7 @@ impl Store {
             UNDO,
             TERMS,
             VECTORS,
+            TOKENS,
             INBOX,
             AGENTS,
         ] {

@@ -14,6 +14,9 @@ pub enum StoreError {
     /// `create_agent` for an id that already has a record.
     #[error("agent {0} already exists")]
     AlreadyExists(AgentId),
+    /// `create_token` for a name that a token already has.
+    #[error("a token named {0:?} exists (revoke it first, or pick another name)")]
+    TokenExists(String),
     /// A write or a counter read for an agent without a record.
     #[error("unknown agent {0}")]
     UnknownAgent(AgentId),

@@ -18,6 +18,8 @@
 //! - [`vectors`]: embedding vectors of archived messages, quantized, written while agents sleep
 //!   ([`Store::messages_to_embed`], [`Store::put_vectors`]) and searched by a flat scan
 //!   ([`Store::search_vectors`]); [`Store::search_archive_with`] fuses them with BM25.
+//! - [`tokens`]: the API's scoped bearer tokens, stored hashed ([`Store::create_token`],
+//!   [`Store::tokens`], [`Store::revoke_token`]).
 //! - [`inbox`]: inputs waiting for the node that owns their agent ([`Store::enqueue`],
 //!   [`Store::append_from_inbox`], exactly once).
 //! - [`journal`]: journal entries, their by-source index, queries, consolidation into memory facts.
@@ -48,6 +50,7 @@ pub mod journal;
 mod keys;
 pub mod messages;
 pub mod store;
+pub mod tokens;
 mod varint;
 pub mod vectors;
 mod view;
@@ -62,4 +65,5 @@ pub use inbox::InboxItem;
 pub use index::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
 pub use somna_core::LoggedEvent;
 pub use store::{PostgresOptions, Store, StoreOptions};
+pub use tokens::{Access, ApiToken, TokenScope};
 pub use vectors::{ToEmbed, VectorsMeta};

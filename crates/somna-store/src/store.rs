@@ -137,6 +137,8 @@ pub mod tree_names {
     pub const INBOX: &str = "inbox";
     /// Embedding vectors of archived messages, quantized (see the `vectors` module).
     pub const VECTORS: &str = "vectors";
+    /// The API's scoped tokens, by name, hashed (see the `tokens` module).
+    pub const TOKENS: &str = "tokens";
 }
 
 pub(crate) struct Trees {
@@ -151,6 +153,7 @@ pub(crate) struct Trees {
     pub(crate) terms: Tree,
     pub(crate) inbox: Tree,
     pub(crate) vectors: Tree,
+    pub(crate) tokens: Tree,
 }
 
 /// Which tree a write goes to (the index into the transaction's views).
@@ -393,6 +396,7 @@ impl Store {
             terms: db.tree(TERMS)?,
             inbox: db.tree(INBOX)?,
             vectors: db.tree(VECTORS)?,
+            tokens: db.tree(TOKENS)?,
         };
         Ok(Store {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {

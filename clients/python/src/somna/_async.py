@@ -22,6 +22,7 @@ from ._models import (
     AgentList,
     AgentStatus,
     CompactionOutcome,
+    CreatedToken,
     Fact,
     Health,
     JournalPage,
@@ -32,6 +33,7 @@ from ._models import (
     Retired,
     SearchHits,
     SleepResult,
+    TokenInfo,
 )
 from ._sse import DEFAULT_RECONNECT, LiveSource, LogSource, Reconnect, StreamState
 
@@ -203,6 +205,18 @@ class AsyncClient(BaseClient):
     async def event_log(self, agent: str, *, limit: Optional[int] = None) -> list[LoggedEvent]:
         """See :meth:`Client.event_log() <somna.Client.event_log>`."""
         return await self._call(api.event_log(agent, limit))
+
+    async def tokens(self) -> list[TokenInfo]:
+        """See :meth:`Client.tokens() <somna.Client.tokens>`."""
+        return await self._call(api.tokens())
+
+    async def create_token(self, name: str, agents: str, access: str = "read") -> CreatedToken:
+        """See :meth:`Client.create_token() <somna.Client.create_token>`."""
+        return await self._call(api.create_token(name, agents, access))
+
+    async def revoke_token(self, name: str) -> None:
+        """See :meth:`Client.revoke_token() <somna.Client.revoke_token>`."""
+        return await self._call(api.revoke_token(name))
 
     def events(
         self,

@@ -84,6 +84,8 @@ def finish(call: Call[T], response: httpx.Response) -> T:
     """The result of `call` from its (read) `response`, or the API's error raised."""
     if response.status_code >= 400:
         raise error_from_response(response.status_code, response.content)
+    if response.status_code == 204:
+        return call.parse(None)
     try:
         return call.parse(response.json())
     except (KeyError, TypeError, ValueError) as e:

@@ -22,6 +22,7 @@ from ._models import (
     AgentList,
     AgentStatus,
     CompactionOutcome,
+    CreatedToken,
     Fact,
     Health,
     JournalPage,
@@ -32,6 +33,7 @@ from ._models import (
     Retired,
     SearchHits,
     SleepResult,
+    TokenInfo,
 )
 from ._sse import DEFAULT_RECONNECT, LiveSource, LogSource, Reconnect, StreamState
 
@@ -262,6 +264,25 @@ class Client(BaseClient):
         """The agent's durable event log (compactions, undos, maskings, failures, notes, sleeps),
         newest first; `limit`: default 50, at most 1000."""
         return self._call(api.event_log(agent, limit))
+
+    # -- Scoped tokens (admin token only) -----------------------------------------------------
+
+    def tokens(self) -> list[TokenInfo]:
+        """Every scoped token by name (never a secret). :class:`~somna.Forbidden` with a scoped
+        token: only the admin token manages tokens."""
+        return self._call(api.tokens())
+
+    def create_token(self, name: str, agents: str, access: str = "read") -> CreatedToken:
+        """Makes a token that reaches only the agents whose id starts with `agents`, for
+        ``read`` or ``read_write``; its ``token`` (the secret) is shown this once. A client made
+        with it gets :class:`~somna.Forbidden` for any other agent, and only that tenant's agents
+        and events in lists and streams."""
+        return self._call(api.create_token(name, agents, access))
+
+    def revoke_token(self, name: str) -> None:
+        """Revokes a token: the server refuses it at once (other nodes within 2 s).
+        :class:`~somna.NotFound` (``unknown_token``) when there is none."""
+        return self._call(api.revoke_token(name))
 
     # -- Streams ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ._models import (
     AgentList,
     AgentStatus,
     CompactionOutcome,
+    CreatedToken,
     Fact,
     Health,
     JournalPage,
@@ -26,9 +27,11 @@ from ._models import (
     Retired,
     SearchHits,
     SleepResult,
+    TokenInfo,
     _Events,
     _Facts,
     _IdAndConfig,
+    _TokenList,
 )
 
 #: A journal time bound: a duration meaning "that long ago", a time, or the API's own text
@@ -199,3 +202,16 @@ def event_log(agent: str, limit: Optional[int]) -> Call[list[LoggedEvent]]:
         lambda data: _Events.from_json(data).events,
         _params(("limit", limit)),
     )
+
+
+def tokens() -> Call[list[TokenInfo]]:
+    return Call("GET", "/v1/tokens", lambda data: _TokenList.from_json(data).tokens)
+
+
+def create_token(name: str, agents: str, access: str) -> Call[CreatedToken]:
+    body = {"name": name, "agents": agents, "access": access}
+    return Call("POST", "/v1/tokens", CreatedToken.from_json, json=body)
+
+
+def revoke_token(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/tokens/{quote(name, safe='')}", lambda _: None)

@@ -6,6 +6,7 @@
     ├── ApiError               the server answered with an error (status, code, message, fields)
     │   ├── InvalidRequest     400, 413, 422: the request is wrong; do not send it again as it is
     │   ├── Unauthorized       401: the bearer token is missing or wrong
+    │   ├── Forbidden          403: a scoped token does not reach that agent or route
     │   ├── NotFound           404: unknown agent, tool call, summary or endpoint
     │   ├── Conflict           409: the agent exists already, or another node hosts it
     │   │   └── Busy           409 ``busy``: the agent cannot take the command now; retry shortly
@@ -33,6 +34,7 @@ __all__ = [
     "ApiError",
     "Busy",
     "Conflict",
+    "Forbidden",
     "Gone",
     "InvalidRequest",
     "NotFound",
@@ -87,13 +89,19 @@ class Unauthorized(ApiError):
     """401 ``unauthorized``: the bearer token is missing or wrong."""
 
 
+class Forbidden(ApiError):
+    """403 ``forbidden``: a scoped token asked for what it does not reach (another tenant's
+    agent, a command with a read token, the metrics, token management)."""
+
+
 class NotFound(ApiError):
-    """404: ``unknown_agent``, ``unknown_tool_call``, ``unknown_summary`` or ``not_found``."""
+    """404: ``unknown_agent``, ``unknown_tool_call``, ``unknown_summary``, ``unknown_token`` or
+    ``not_found``."""
 
 
 class Conflict(ApiError):
-    """409: ``agent_exists`` (ids are never reused, not even a retired agent's) or ``not_hosted``
-    (on a cluster, another node runs the agent)."""
+    """409: ``agent_exists`` (ids are never reused, not even a retired agent's), ``not_hosted``
+    (on a cluster, another node runs the agent) or ``token_exists``."""
 
 
 class Busy(Conflict):
@@ -131,6 +139,7 @@ class ProtocolError(SomnaError):
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: InvalidRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     410: Gone,

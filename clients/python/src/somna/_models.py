@@ -572,6 +572,47 @@ class _Facts(Model):
 
 
 # ---------------------------------------------------------------------------------------------
+# Scoped API tokens
+
+
+@dataclass(frozen=True)
+class TokenInfo(Model):
+    """A scoped API token as listed: never its secret."""
+
+    _schema = "TokenInfo"
+
+    name: str
+    agents: str
+    """The agent-id prefix: the token reaches exactly the agents whose id starts with it."""
+    access: str
+    """``read`` (reads and the event stream) or ``read_write`` (also commands)."""
+    created_at: int
+
+
+@dataclass(frozen=True)
+class _TokenList(Model):
+    """The answer of ``GET /v1/tokens``."""
+
+    _schema = "TokenList"
+
+    tokens: list[TokenInfo]
+
+
+@dataclass(frozen=True)
+class CreatedToken(Model):
+    """A token just made: ``token`` is its secret, shown this once (the server keeps only its
+    SHA-256)."""
+
+    _schema = "CreatedToken"
+
+    token: str
+    name: str
+    agents: str
+    access: str
+    created_at: int
+
+
+# ---------------------------------------------------------------------------------------------
 # Compaction, sleep, undo
 
 

@@ -59,7 +59,10 @@ pub(super) async fn agents(state: State, req: HttpRequest) -> Reply {
         .parsed::<usize>("page", "a page number")?
         .unwrap_or(0);
 
-    let ids = state.runtime.agent_ids();
+    // A scoped token sees only the agents it reaches, in the count too.
+    let principal = crate::auth::Principal::of(&req);
+    let mut ids = state.runtime.agent_ids();
+    ids.retain(|id| principal.reaches(id.as_str()));
     let total = ids.len();
     let mut ids: Vec<AgentId> = ids
         .into_iter()

@@ -14,6 +14,7 @@ use somna_store::UncompactOutcome;
 use utoipa::ToSchema;
 
 use super::{Reply, State, json, no_params, parse_agent_id, path_agent, runtime_error};
+use crate::auth::Principal;
 use crate::body::{BodyKind, parse_json, read_body};
 use crate::error::{ApiError, ErrorBody, ErrorCode, StatusErrors};
 use crate::query::Params;
@@ -96,7 +97,9 @@ pub(crate) async fn list(state: State, req: HttpRequest) -> Reply {
     let include_retired = params
         .parsed::<bool>("include_retired", "true or false")?
         .unwrap_or(false);
-    let ids = state.runtime.agent_ids();
+    let principal = Principal::of(&req);
+    let mut ids = state.runtime.agent_ids();
+    ids.retain(|id| principal.reaches(id.as_str()));
     let statuses = futures::future::join_all(ids.iter().map(|id| state.runtime.status(id))).await;
     let mut found = Vec::with_capacity(ids.len());
     let mut unavailable = Vec::new();
@@ -115,7 +118,7 @@ pub(crate) async fn list(state: State, req: HttpRequest) -> Reply {
             .store()
             .agents()?
             .into_iter()
-            .filter(|r| r.retired)
+            .filter(|r| r.retired && principal.reaches(r.id.as_str()))
             .map(|r| r.id)
             .collect();
         Some(ids)
@@ -179,6 +182,7 @@ pub(crate) async fn create(state: State, req: HttpRequest, payload: web::Payload
     let bytes = read_body(&req, payload, state.body).await?;
     let body: CreateAgent = parse_json(&bytes, BodyKind::Config { at: "config" }, None)?;
     let id = parse_agent_id(&body.id, "id")?;
+    Principal::of(&req).check(id.as_str())?;
     let config = state
         .runtime
         .create_agent(id.clone(), body.config)

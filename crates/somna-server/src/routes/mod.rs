@@ -6,6 +6,7 @@
 //! - [`reads`]: reads answered by the store (history, archive, archive search, journal, facts,
 //!   events); they work for retired agents too.
 //! - [`prompt`]: what an agent sees — the prompt its next LLM call would receive for an input.
+//! - [`tokens`]: scoped API tokens (list, make, revoke; admin token only).
 //! - [`ops`]: `/healthz`, `/metrics`, `/v1/openapi.json`, the `/v1/events` SSE stream, and the
 //!   JSON 404/405 fallbacks.
 //!
@@ -19,6 +20,7 @@ use serde::Serialize;
 use somna_core::{AgentId, AgentRecord};
 use somna_runtime::RuntimeError;
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode, FieldError};
 use crate::query::Params;
 use crate::server::AppState;
@@ -27,6 +29,7 @@ pub(crate) mod agents;
 pub(crate) mod ops;
 pub(crate) mod prompt;
 pub(crate) mod reads;
+pub(crate) mod tokens;
 
 /// The shared state as handlers receive it.
 pub(crate) type State = web::Data<AppState>;
@@ -88,6 +91,9 @@ endpoints! {
     GET "/v1/agents/{id}/prompt" => prompt::prompt,
     GET "/v1/agents/{id}/events" => reads::events,
     GET "/v1/events" => ops::events,
+    GET "/v1/tokens" => tokens::list,
+    POST "/v1/tokens" => tokens::create,
+    DELETE "/v1/tokens/{name}" => tokens::revoke,
 }
 
 /// Registers every endpoint of [`ENDPOINTS`]: one resource per path, whose other methods answer
@@ -125,10 +131,13 @@ fn resource(path: &str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(ops::method_not_allowed))
 }
 
-/// The agent id in the path, validated.
+/// The agent id in the path, validated, and reached by the request's token (403 `forbidden` when
+/// a scoped token does not reach it): every route that names an agent reads it through here.
 pub(crate) fn path_agent(req: &HttpRequest) -> Result<AgentId, ApiError> {
     let raw = req.match_info().get("id").unwrap_or_default();
-    parse_agent_id(raw, "id")
+    let id = parse_agent_id(raw, "id")?;
+    Principal::of(req).check(id.as_str())?;
+    Ok(id)
 }
 
 /// `raw` as an agent id; `field` names where it came from.

@@ -9,6 +9,7 @@ use somna_core::AgentId;
 use utoipa::ToSchema;
 
 use super::{Reply, State, json, methods_at, no_params, parse_agent_id, sse_response};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::metrics::RuntimeGauges;
 use crate::query::Params;
@@ -130,6 +131,10 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
         .get("agent")
         .map(|a| parse_agent_id(a.trim(), "agent"))
         .transpose()?;
+    let principal = Principal::of(&req);
+    if let Some(agent) = &agent {
+        principal.check(agent.as_str())?;
+    }
     let types: Vec<String> = params
         .get("types")
         .unwrap_or_default()
@@ -167,7 +172,14 @@ pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {
     let stream = event_stream(
         resume,
         state.replay.boot().to_string(),
-        EventFilter { agent, types },
+        EventFilter {
+            agent,
+            types,
+            scope: match principal {
+                Principal::Admin => None,
+                Principal::Scoped { scope, .. } => Some(scope),
+            },
+        },
         state.sse_keep_alive,
         state.shutdown.clone(),
         state.metrics.clone(),

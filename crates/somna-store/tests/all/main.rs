@@ -27,4 +27,5 @@ mod layout;
 mod messages;
 mod postgres;
 mod props;
+mod tokens;
 mod vectors;

@@ -53,9 +53,9 @@ pub(crate) use open::temporary_schema;
 pub(crate) use reads::{PgIter, PgTree};
 pub(crate) use writes::Refusal;
 
-/// The store's tables, in [`crate::store::TreeId`] order (then `terms` and `vectors`, which no
-/// write set touches).
-const TABLES: [&str; 11] = [
+/// The store's tables, in [`crate::store::TreeId`] order (then `terms`, `vectors` and `tokens`,
+/// which no write set touches).
+const TABLES: [&str; 12] = [
     tree_names::AGENTS,
     tree_names::HISTORY,
     tree_names::ARCHIVE,
@@ -67,6 +67,7 @@ const TABLES: [&str; 11] = [
     tree_names::INBOX,
     tree_names::TERMS,
     tree_names::VECTORS,
+    tree_names::TOKENS,
 ];
 
 /// How long dropping a temporary store waits for its schema to be dropped.

@@ -52,6 +52,10 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
              id text NOT NULL);
          INSERT INTO {schema}.store_identity (id) VALUES (gen_random_uuid()::text);",
     ),
+    (
+        6,
+        "CREATE TABLE {schema}.tokens (key bytea PRIMARY KEY, value bytea NOT NULL);",
+    ),
 ];
 
 /// The `statement_timeout` of the pool's sessions when the URL's `options` set none: a statement
