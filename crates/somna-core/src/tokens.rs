@@ -465,27 +465,19 @@ enum CharClass {
 }
 
 fn char_class(c: char) -> CharClass {
-    if c.is_ascii() {
-        if c.is_ascii_alphabetic() {
-            CharClass::Letter
-        } else if c.is_ascii_digit() {
-            CharClass::Digit
-        } else if c.is_ascii_whitespace() {
-            CharClass::Space
-        } else {
-            CharClass::Symbol
-        }
-    } else if c.len_utf8() >= 3 {
-        if c.is_whitespace() {
+    if c.len_utf8() >= 3 {
+        return if c.is_whitespace() {
             CharClass::Space
         } else {
             CharClass::Wide
-        }
-    } else if c.is_alphabetic() {
+        };
+    }
+    if c.is_alphabetic() {
         CharClass::Letter
     } else if c.is_numeric() {
         CharClass::Digit
-    } else if c.is_whitespace() {
+    } else if c.is_whitespace() && c != '\u{b}' {
+        // The vertical tab, Unicode white space but not ASCII's, counts as a symbol.
         CharClass::Space
     } else {
         CharClass::Symbol
