@@ -7,15 +7,21 @@
 //!   `tokens` benchmark.
 //! - [`fixtures`]: loaders for the shared fixtures in `tests/fixtures/` (the 200-turn transcript and its
 //!   hand-written expectations).
+//! - [`compaction`]: [`plain_compaction`], the summary, synthesis entry and record of a compaction
+//!   built by hand (for benchmarks that need a compacted history without the engine).
+//! - [`env`]: the knobs tests and benches read from the environment ([`env_or`], the Postgres
+//!   database of the benchmarks, the real model of the opt-in tests).
 //! - [`skip`]: [`skip()`], the one way a test that cannot run here says so (and is counted).
 
+pub mod compaction;
 pub mod corpus;
 pub mod env;
 pub mod fixtures;
 pub mod skip;
 pub mod stub;
 
-pub use env::env_or;
+pub use compaction::{PlainCompaction, plain_compaction};
+pub use env::{bench_pg_url, env_or, real_llm};
 pub use fixtures::{TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
 pub use skip::{SKIP_LOG_ENV, skip};
 pub use stub::{
