@@ -8,24 +8,25 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Output;
 
-use support::{RECENT_COMPACTIONS, assert_says, somna, strs, success_json, text};
+use support::{RECENT_COMPACTIONS, assert_says, smith_config, somna, strs, success_json, text};
 
-const CONFIG: &str = r#"
-[store]
-path = "db"
-[defaults]
-persona = "You are Brenna, the village smith."
-[defaults.compaction]
-max_context_tokens = 2000
+/// A small window, so that a few hundred messages make a few compactions.
+fn config() -> String {
+    smith_config(
+        "",
+        "",
+        r#"max_context_tokens = 2000
 preserve_messages = 10
 summary_max_tokens = 500
 sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 80, artifacts = 60 }
-"#;
+"#,
+    )
+}
 
 #[test]
 fn check_config_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("ok.toml"), CONFIG).unwrap();
+    std::fs::write(dir.path().join("ok.toml"), config()).unwrap();
     let o = somna(dir.path(), &["check-config", "ok.toml"]);
     assert!(o.status.success(), "{}", text(&o));
     std::fs::write(
@@ -56,10 +57,10 @@ fn check_config_exit_codes() {
     assert_says(&o, "config file latin1.toml is not UTF-8 text");
 }
 
-/// A fresh directory with `CONFIG` as its runtime.toml.
+/// A fresh directory with `config()` as its runtime.toml.
 fn configured() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), config()).unwrap();
     dir
 }
 

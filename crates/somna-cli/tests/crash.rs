@@ -29,23 +29,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use somna_core::AgentId;
 use somna_store::{Store, StoreOptions};
 use somna_testkit::env_or;
-use support::{Served, command};
+use support::{Served, command, smith_config};
 
-const CONFIG: &str = r#"
-[store]
-path = "db"
-[defaults]
-persona = "You are Brenna, the village smith."
-tick_every = "50ms"
-[defaults.compaction]
-max_context_tokens = 4000
+/// The agent `smith`, ticking every 50 ms.
+fn config() -> String {
+    smith_config(
+        "",
+        "tick_every = \"50ms\"\n",
+        r#"max_context_tokens = 4000
 preserve_messages = 8
 preserve_ratio = 0.0
 summary_max_tokens = 600
 sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 100, artifacts = 60 }
 [[agents]]
 id = "smith"
-"#;
+"#,
+    )
+}
 
 /// How the server of a crash run is configured.
 #[derive(Debug, Clone, Copy)]
@@ -142,7 +142,7 @@ fn crash_rounds(server: Server, kills: u32, clients: usize, seed: u64) -> Result
         .tempdir()
         .unwrap();
     let dir = tmp.path().to_path_buf();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
     // On a failure the directory is kept for inspection.
     let fail = |tmp: tempfile::TempDir, message: String| Failure {
         message,
@@ -347,7 +347,7 @@ fn post_json(url: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
 fn answered_compactions_and_sleeps_survive_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
     let server = Server {
         durable_acks: true,
         flush_every: "1h",

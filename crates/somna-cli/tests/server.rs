@@ -14,24 +14,23 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{RECENT_COMPACTIONS, Served, assert_says, text};
+use support::{RECENT_COMPACTIONS, Served, assert_says, smith_config, text};
 
 const TOKEN: &str = "cli-test-token";
 
-const CONFIG: &str = r#"
-[store]
-path = "db"
-flush_every = "100ms"
-[defaults]
-persona = "You are Brenna, the village smith."
-tick_every = "100ms"
-[defaults.compaction]
-max_context_tokens = 2000
+/// Fast ticks and flushes, and a small window.
+fn config() -> String {
+    smith_config(
+        "flush_every = \"100ms\"\n",
+        "tick_every = \"100ms\"\n",
+        r#"max_context_tokens = 2000
 preserve_messages = 4
 preserve_ratio = 0.0
 summary_max_tokens = 500
 sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 80, artifacts = 60 }
-"#;
+"#,
+    )
+}
 
 /// The `somna` command in `dir` with a clean environment (and `token` as SOMNA_API_TOKEN).
 fn command(dir: &Path, token: Option<&str>) -> Command {
@@ -98,7 +97,7 @@ fn healthz(url: &str) -> String {
 fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
     let served = serve(dir);
     let url = served.url.clone();
     let health = healthz(&url);
@@ -324,7 +323,7 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
 fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
     let o = command(dir, None)
         .args(["run", "--serve", "0.0.0.0:0", "--for", "1s"])
         .output()
@@ -428,7 +427,7 @@ fn scoped_tokens_made_locally_reach_only_their_agents_and_are_revoked_through_th
 /// the local commands on the same schema once the server has stopped.
 #[test]
 fn the_runtime_serves_from_postgres() {
-    let Some(pg) = support::PgScratch::new("somna_serve", |_, _| CONFIG.to_string()) else {
+    let Some(pg) = support::PgScratch::new("somna_serve", |_, _| config()) else {
         return;
     };
     let (url, schema, dir) = (&pg.url, &pg.schema, pg.dir());

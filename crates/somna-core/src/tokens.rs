@@ -277,25 +277,32 @@ pub enum Implausible {
     #[error("the server reported 0 prompt tokens for a prompt of {estimated} (local count)")]
     Zero { estimated: u64 },
     /// The server reported far fewer tokens than the prompt holds by the local count.
-    #[error(
-        "the server reported {reported} prompt tokens for a prompt of {estimated} (local count): \
-ratio {ratio:.3} is below {min}", min = Calibration::MIN_RATIO
-    )]
-    TooLow {
-        estimated: u64,
-        reported: u64,
-        ratio: f64,
-    },
+    #[error("{0}: ratio {ratio:.3} is below {min}", ratio = .0.ratio, min = Calibration::MIN_RATIO)]
+    TooLow(UsageRatio),
     /// The server reported far more tokens than any tokenizer would count.
-    #[error(
-        "the server reported {reported} prompt tokens for a prompt of {estimated} (local count): \
-ratio {ratio:.3} is above {max}", max = Calibration::MAX_RATIO
-    )]
-    TooHigh {
-        estimated: u64,
-        reported: u64,
-        ratio: f64,
-    },
+    #[error("{0}: ratio {ratio:.3} is above {max}", ratio = .0.ratio, max = Calibration::MAX_RATIO)]
+    TooHigh(UsageRatio),
+}
+
+/// A server's count of a prompt's tokens beside Somna's: what an implausible ratio is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UsageRatio {
+    /// Somna's uncalibrated count of the prompt.
+    pub estimated: u64,
+    /// The server's `usage.prompt_tokens`.
+    pub reported: u64,
+    /// `reported / estimated`.
+    pub ratio: f64,
+}
+
+impl std::fmt::Display for UsageRatio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server reported {} prompt tokens for a prompt of {} (local count)",
+            self.reported, self.estimated
+        )
+    }
 }
 
 impl Calibration {
@@ -324,19 +331,16 @@ impl Calibration {
             return Observation::Rejected(Implausible::Zero { estimated });
         }
         let ratio = reported as f64 / estimated as f64;
+        let report = UsageRatio {
+            estimated,
+            reported,
+            ratio,
+        };
         if ratio < Self::MIN_RATIO {
-            return Observation::Rejected(Implausible::TooLow {
-                estimated,
-                reported,
-                ratio,
-            });
+            return Observation::Rejected(Implausible::TooLow(report));
         }
         if ratio > Self::MAX_RATIO {
-            return Observation::Rejected(Implausible::TooHigh {
-                estimated,
-                reported,
-                ratio,
-            });
+            return Observation::Rejected(Implausible::TooHigh(report));
         }
         let current = self.learned_factor();
         let step = (Self::ALPHA * (ratio - current)).clamp(-Self::MAX_STEP, Self::MAX_STEP);
@@ -461,27 +465,19 @@ enum CharClass {
 }
 
 fn char_class(c: char) -> CharClass {
-    if c.is_ascii() {
-        if c.is_ascii_alphabetic() {
-            CharClass::Letter
-        } else if c.is_ascii_digit() {
-            CharClass::Digit
-        } else if c.is_ascii_whitespace() {
-            CharClass::Space
-        } else {
-            CharClass::Symbol
-        }
-    } else if c.len_utf8() >= 3 {
-        if c.is_whitespace() {
+    if c.len_utf8() >= 3 {
+        return if c.is_whitespace() {
             CharClass::Space
         } else {
             CharClass::Wide
-        }
-    } else if c.is_alphabetic() {
+        };
+    }
+    if c.is_alphabetic() {
         CharClass::Letter
     } else if c.is_numeric() {
         CharClass::Digit
-    } else if c.is_whitespace() {
+    } else if c.is_whitespace() && c != '\u{b}' {
+        // The vertical tab, Unicode white space but not ASCII's, counts as a symbol.
         CharClass::Space
     } else {
         CharClass::Symbol

@@ -428,7 +428,7 @@ fn calibration_rejects_implausible_reports() {
     check(10, 1_000_000, false); // far too high
     let mut cal = Calibration::default();
     match cal.observe(7752, 100) {
-        Observation::Rejected(why @ Implausible::TooLow { .. }) => assert_eq!(
+        Observation::Rejected(why @ Implausible::TooLow(_)) => assert_eq!(
             why.to_string(),
             "the server reported 100 prompt tokens for a prompt of 7752 (local count): ratio 0.013 \
 is below 0.5"

@@ -56,6 +56,16 @@ async fn worst(replies: &[Reply], timeout: Duration, max_retry_after: Duration) 
     worst
 }
 
+/// A 429 asking to retry after `secs` seconds, then a 200.
+fn retry_after_then_ok(secs: u64) -> Vec<Reply> {
+    vec![
+        Reply::RateLimited {
+            retry_after_secs: secs,
+        },
+        Reply::text("ok"),
+    ]
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -84,23 +94,13 @@ fn main() {
         ),
         (
             "Retry-After 1 s, then 200",
-            vec![
-                Reply::RateLimited {
-                    retry_after_secs: 1,
-                },
-                Reply::text("ok"),
-            ],
+            retry_after_then_ok(1),
             Duration::from_secs(1),
             minute,
         ),
         (
             "Retry-After 3600 s capped at 200 ms",
-            vec![
-                Reply::RateLimited {
-                    retry_after_secs: 3600,
-                },
-                Reply::text("ok"),
-            ],
+            retry_after_then_ok(3600),
             Duration::from_millis(200),
             Duration::from_millis(200),
         ),

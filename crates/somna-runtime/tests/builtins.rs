@@ -24,8 +24,7 @@ fn recall(store: &Store, agent: &somna_core::AgentId, arguments: &str) -> serde_
 
 #[actix::test]
 async fn recall_finds_matching_facts_and_archived_turns() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::text(
+    let stub = StubLlmServer::answering(Reply::text(
         "## Topic arc\n- Orders for the mill.\n## Decisions\n- Deliver to the north gate.\n\
          ## Pending\n- Deliveries by day 7.\n## User facts\n- Aldric pays in silver.\n\
          ## Artifacts\n- sword, horseshoe, lantern",

@@ -171,8 +171,7 @@ async fn summarizer_faults() {
     ];
     for (name, fault) in faults {
         // Sleep: Failed, history byte-identical, a failure event, no synthesis entry.
-        let stub = StubLlmServer::start();
-        stub.set_default(fault.clone());
+        let stub = StubLlmServer::answering(fault.clone());
         let (store, agent, cfg) = setup(40, 0.9);
         let engine = Compactor::new(
             store.clone(),
@@ -299,8 +298,7 @@ async fn a_second_compaction_folds_the_first_summary_in() {
 
 #[tokio::test]
 async fn a_body_larger_than_the_summarizer_window_is_chunked_then_merged() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::text(
+    let stub = StubLlmServer::answering(Reply::text(
         "## Topic arc\n- part of the talk about Millbrook\n## Decisions\n- deliver to the north gate",
     ));
     let (store, agent, mut cfg) = setup(60, 0.8);
@@ -386,8 +384,7 @@ async fn one_compaction_per_agent_at_a_time() {
 
 #[tokio::test]
 async fn emergency_masks_old_tool_outputs_first() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::Status(503, "down".into()));
+    let stub = StubLlmServer::answering(Reply::Status(503, "down".into()));
     let store = Store::temporary().unwrap();
     let agent = id("smith");
     store.create_agent(&agent, NOW).unwrap();

@@ -17,18 +17,14 @@ async fn until(
     what: &str,
     check: impl Fn(&AgentGaugesSnapshot) -> bool,
 ) -> AgentGaugesSnapshot {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let g = runtime.agent_gauges();
-        if check(&g) {
-            return g;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "gauges never showed {what}: {g:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    somna_testkit::poll_until(
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        || std::future::ready(runtime.agent_gauges()),
+        check,
+        |g| format!("gauges never showed {what}: {g:?}"),
+    )
+    .await
 }
 
 /// The gauges count each hosted agent once, by state and by usage bucket.
@@ -41,8 +37,7 @@ fn assert_adds_up(runtime: &Runtime, g: &AgentGaugesSnapshot) {
 
 #[actix::test]
 async fn gauges_follow_states_usage_and_hosting_and_add_up_to_the_agents() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::text(
+    let stub = StubLlmServer::answering(Reply::text(
         "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
     let (store, smith) = with_history("smith", 30);

@@ -128,8 +128,7 @@ fn input_over_the_limit_is_refused_on_every_kind_and_writes_nothing() {
 /// below (the input is never more than a compaction can free).
 #[tokio::test]
 async fn the_largest_accepted_input_is_compacted_below_the_threshold() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::text(
+    let stub = StubLlmServer::answering(Reply::text(
         "## Topic arc\n- Aldric orders tools for the mill near Millbrook. [#0]\n## Decisions\n- Deliver to the north gate. [#0]",
     ));
     let (store, smith) = new_agent("smith");

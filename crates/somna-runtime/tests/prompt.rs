@@ -539,8 +539,7 @@ async fn consecutive_requests_on_the_wire_share_their_prefix() {
     use somna_runtime::Clock;
     use somna_testkit::{CacheReport, Reply, StubLlmServer};
 
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::text("Aye, the mill keeps turning."));
+    let stub = StubLlmServer::answering(Reply::text("Aye, the mill keeps turning."));
     stub.set_cache_report(CacheReport::CommonPrefix);
     let (store, agent) = new_agent("wren");
     fill(&store, &agent, 60, Timestamp(0));

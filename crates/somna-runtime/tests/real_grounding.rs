@@ -79,7 +79,7 @@ fn invented(
 
 #[tokio::test]
 async fn real_grounding_on_a_planted_village() {
-    let Some((base_url, model)) = real_llm() else {
+    let Some((base_url, model)) = somna_testkit::real_llm() else {
         return;
     };
     let village = planted_village(300);

@@ -62,7 +62,7 @@ impl LlmClient for Timed {
 
 #[tokio::test]
 async fn real_sleep_compactions_structured_vs_plain() {
-    let Some((base_url, model)) = real_llm() else {
+    let Some((base_url, model)) = somna_testkit::real_llm() else {
         return;
     };
     let runs: usize = std::env::var("SOMNA_REAL_LLM_RUNS")

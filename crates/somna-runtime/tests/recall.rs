@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use somna_core::config::ResolvedConfig;
 use somna_llm::build_client;
 use somna_runtime::eval::{
-    self, BM25_IN_ROOM, BM25_NEIGHBOURS, BM25_PACKED, BM25_TOP5, Dataset, LAST_WINDOW,
-    RecallOptions, RecallReport, SOMNA, SOMNA_CONSOLIDATED, SOMNA_RETRIEVED,
+    self, BASELINES, BM25_IN_ROOM, BM25_NEIGHBOURS, Dataset, RecallOptions, RecallReport, SOMNA,
+    SOMNA_CONSOLIDATED, SOMNA_RETRIEVED,
 };
 
 /// The slice: the first 2 conversations, the first 30 questions of each.
@@ -65,15 +65,7 @@ async fn recall_on_a_slice_accounts_for_every_question_and_keeps_its_floor() {
         report.imports
     );
     let names: Vec<&str> = report.methods.iter().map(|m| m.method.as_str()).collect();
-    let all = [
-        SOMNA,
-        SOMNA_RETRIEVED,
-        BM25_IN_ROOM,
-        BM25_NEIGHBOURS,
-        BM25_PACKED,
-        LAST_WINDOW,
-        BM25_TOP5,
-    ];
+    let all: Vec<&str> = [SOMNA].into_iter().chain(BASELINES).collect();
     assert_eq!(names, all);
     for m in &report.methods {
         let o = &m.overall;

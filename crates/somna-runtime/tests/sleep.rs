@@ -103,8 +103,7 @@ async fn a_consolidation_reply_without_facts_marks_nothing() {
 /// Issue 10, item 4: with the LLM failing, the sleep's result carries every failed step.
 #[actix::test]
 async fn a_sleep_result_carries_every_failed_step() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::Status(500, "{\"error\":\"boom\"}".into()));
+    let stub = StubLlmServer::answering(Reply::Status(500, "{\"error\":\"boom\"}".into()));
     let (store, smith) = smith_journaled(10, 6);
     fill(&store, &smith, 40, Timestamp(0));
     // Usage 75%: above the sleep threshold, below the emergency one.
@@ -164,10 +163,9 @@ async fn reflection_during_sleep_writes_capped_entries() {
 /// time (each sleep's consolidation call is held open by the stub).
 #[actix::test]
 async fn max_concurrent_sleeps_caps_scheduled_sleeps() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::delayed(
+    let stub = StubLlmServer::answering(Reply::text_after(
         Duration::from_millis(300),
-        Reply::text("- Aldric orders tools for the mill"),
+        "- Aldric orders tools for the mill",
     ));
     let store = Store::temporary().unwrap();
     let names = ["a1", "a2", "a3", "a4"];

@@ -326,17 +326,3 @@ impl Driven {
         self.events().iter().map(Event::kind).collect()
     }
 }
-
-/// The real OpenAI-compatible server of the opt-in tests (`SOMNA_REAL_LLM=1`, docs/llm.md): its
-/// base URL (`SOMNA_REAL_LLM_URL`, default `http://127.0.0.1:8089/v1`) and model
-/// (`SOMNA_REAL_LLM_MODEL`, default `smollm2`); `None`, after reporting the skip, when not asked for.
-pub fn real_llm() -> Option<(String, String)> {
-    if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
-        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
-        return None;
-    }
-    let base_url =
-        std::env::var("SOMNA_REAL_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:8089/v1".into());
-    let model = std::env::var("SOMNA_REAL_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
-    Some((base_url, model))
-}

@@ -172,8 +172,7 @@ async fn a_permanent_4xx_fails_the_turn_at_once_and_the_reply_stays_owed() {
 
 #[actix::test]
 async fn transient_failures_fail_the_turn_after_bounded_attempts() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::Status(503, "overloaded".into()));
+    let stub = StubLlmServer::answering(Reply::Status(503, "overloaded".into()));
     let mut h = harness(&stub, 10, 8000);
     h.say("Hello?");
     let mut failed = None;

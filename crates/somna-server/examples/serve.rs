@@ -25,22 +25,13 @@ use somna_runtime::{Runtime, RuntimeOptions};
 use somna_server::{MeteredLlm, ServerOptions};
 use somna_store::{Store, StoreOptions};
 
-/// The demo's runtime.toml.
-const DEMO_CONFIG: &str = r#"
+/// The demo's runtime.toml, before its one agent ([`somna_testkit::KEEPER`]).
+const DEMO_DEFAULTS: &str = r#"
 [defaults]
 tick_every = "100ms"
 sleep_every = "1h"
 sleep_jitter = "1m"
 tool_timeout = "60s"
-
-[[agents]]
-id = "keeper"
-persona = "You are Hild, the gatekeeper of Millbrook. You guard the keep's doors."
-
-[[agents.tools]]
-name = "open_door"
-description = "Opens one of the keep's doors."
-parameters = { type = "object", properties = { door = { type = "string" } }, required = ["door"] }
 "#;
 
 /// The builtin provider, plus: calls `open_door` when a user message mentions a door and the tool is
@@ -131,7 +122,10 @@ fn main() -> anyhow::Result<()> {
     }
     let (text, file) = match flag(&args, "--config") {
         Some(path) => (std::fs::read_to_string(&path)?, path),
-        None => (DEMO_CONFIG.to_string(), "demo.toml".to_string()),
+        None => (
+            format!("{DEMO_DEFAULTS}{}", somna_testkit::KEEPER),
+            "demo.toml".to_string(),
+        ),
     };
     let config = ResolvedConfig::load(&text, &file, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
     let store = match flag(&args, "--data") {

@@ -91,21 +91,19 @@ async fn metrics_when(
     s: &TestServer,
     check: impl Fn(&BTreeMap<String, f64>) -> bool,
 ) -> BTreeMap<String, f64> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let answer = s.get("/metrics").await;
-        assert_eq!(answer.status.as_u16(), 200, "{}", answer.text);
-        let m = samples(&answer.text);
-        if check(&m) {
-            return m;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "/metrics never matched:\n{}",
-            answer.text
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let answer = somna_testkit::poll_until(
+        PATIENCE,
+        Duration::from_millis(20),
+        move || async move {
+            let answer = s.get("/metrics").await;
+            assert_eq!(answer.status.as_u16(), 200, "{}", answer.text);
+            answer
+        },
+        |answer| check(&samples(&answer.text)),
+        |answer| format!("/metrics never matched:\n{}", answer.text),
+    )
+    .await;
+    samples(&answer.text)
 }
 
 #[actix_rt::test]

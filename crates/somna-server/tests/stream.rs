@@ -128,10 +128,9 @@ async fn host_tool_call_round_trip() {
 
 #[actix_rt::test]
 async fn commands_wait_for_the_job_in_flight_and_busy_is_409() {
-    let stub = StubLlmServer::start();
-    stub.set_default(Reply::delayed(
+    let stub = StubLlmServer::answering(Reply::text_after(
         Duration::from_millis(1500),
-        Reply::text("Slowly, the gate creaks."),
+        "Slowly, the gate creaks.",
     ));
     let s = TestServer::start_served(&keeper_config(&stub), |_| {}).await;
     let mut events = s.sse("/v1/events?agent=keeper&types=agent_replied").await;

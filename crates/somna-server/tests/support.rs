@@ -43,23 +43,13 @@ timeout = "10s"
     )
 }
 
-/// One agent, `keeper`, with one host tool, `open_door`, served by `stub`.
+/// One agent, `keeper` ([`somna_testkit::KEEPER`]), with one host tool, `open_door`, served by
+/// `stub`.
 pub fn keeper_config(stub: &StubLlmServer) -> String {
     format!(
-        r#"{}
-[defaults]
-tick_every = "20ms"
-
-[[agents]]
-id = "keeper"
-persona = "You are Hild, the gatekeeper of Millbrook."
-
-[[agents.tools]]
-name = "open_door"
-description = "Opens a door of the keep."
-parameters = {{ type = "object", properties = {{ door = {{ type = "string" }} }}, required = ["door"] }}
-"#,
-        stub_llm(stub)
+        "{}\n[defaults]\ntick_every = \"20ms\"\n{}",
+        stub_llm(stub),
+        somna_testkit::KEEPER
     )
 }
 
@@ -345,18 +335,14 @@ impl TestServer {
 
     /// Polls a GET of `path` (each answered 200) until `check` holds for the body; returns it.
     pub async fn wait_get(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let body = self.get(path).await.expect(200, None);
-            if check(&body) {
-                return body;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "GET {path} never matched: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        somna_testkit::poll_until(
+            PATIENCE,
+            Duration::from_millis(20),
+            move || async move { self.get(path).await.expect(200, None) },
+            check,
+            |body| format!("GET {path} never matched: {body}"),
+        )
+        .await
     }
 
     /// Opens the SSE stream at `path` (with the token).

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use somna_core::{
-    AgentId, CompactionMethod, CompactionRecord, JournalEntry, JournalQuery, Message, MessageKind,
-    Role, SourceType, SummaryMeta, Timestamp, Trigger,
+    AgentId, CompactionRecord, JournalEntry, JournalQuery, Message, SourceType, Timestamp,
 };
 use somna_store::{CommitOutcome, Store, StoreOptions, UncompactOutcome};
+use somna_testkit::bench_pg_url;
 
 const NOW: Timestamp = Timestamp(1_790_000_000_000);
 
@@ -28,21 +28,18 @@ type Keep = Option<tempfile::TempDir>;
 /// The backends to measure: sled, and Postgres when a URL is given.
 fn backends() -> Vec<&'static str> {
     let mut out = vec!["sled"];
-    if pg_url().is_some() {
+    if bench_pg_url().is_some() {
         out.push("postgres");
     }
     out
 }
 
-fn pg_url() -> Option<String> {
-    std::env::var("SOMNA_BENCH_PG_URL")
-        .or_else(|_| std::env::var("SOMNA_TEST_PG_URL"))
-        .ok()
-}
-
 fn open(backend: &str) -> (Keep, Store) {
     match backend {
-        "postgres" => (None, Store::temporary_postgres(&pg_url().unwrap()).unwrap()),
+        "postgres" => (
+            None,
+            Store::temporary_postgres(&bench_pg_url().unwrap()).unwrap(),
+        ),
         _ => {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
@@ -79,12 +76,6 @@ fn agent_with(store: &Store, name: &str, n: u64) -> AgentId {
     id
 }
 
-fn append(c: &mut Criterion) {
-    for backend in backends() {
-        append_on(c, backend);
-    }
-}
-
 fn append_on(c: &mut Criterion, backend: &str) {
     let (_dir, store) = open(backend);
     let id = agent_with(&store, "writer", 0);
@@ -103,12 +94,6 @@ fn append_on(c: &mut Criterion, backend: &str) {
         })
     });
     group.finish();
-}
-
-fn usage(c: &mut Criterion) {
-    for backend in backends() {
-        usage_on(c, backend);
-    }
 }
 
 fn usage_on(c: &mut Criterion, backend: &str) {
@@ -152,47 +137,15 @@ fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
         "summary text ".repeat(100)
     );
     let tokens = 4 + (content.len() as u32).div_ceil(4);
-    let (from, through) = (covered[0].seq, covered[covered.len() - 1].seq);
-    let summary = Message {
-        seq: from,
-        tokens,
-        kind: MessageKind::Summary(SummaryMeta {
-            covers_from_seq: from,
-            covers_through_seq: through,
-            compacted_count: covered.len() as u32,
-            original_tokens: covered.iter().map(|m| m.tokens).sum(),
-            summary_tokens: tokens,
-            generation: 1,
-            compacted_at: NOW,
-        }),
-        ..Message::new(Role::System, content)
-    };
+    let plain = somna_testkit::plain_compaction(covered, content, tokens, NOW);
     somna_store::CompactionCommit {
         covered: covered.to_vec(),
-        journal: vec![JournalEntry::synthesis(
-            NOW,
-            summary.content.clone(),
-            from,
-            through,
-        )],
+        summary: plain.summary,
+        journal: vec![plain.synthesis],
         record: CompactionRecord {
             preserved: 20,
-            ..CompactionRecord::new(
-                NOW,
-                Trigger::Sleep,
-                CompactionMethod::Llm,
-                (from, through),
-                covered.len() as u32,
-                1,
-            )
+            ..plain.record
         },
-        summary,
-    }
-}
-
-fn compaction(c: &mut Criterion) {
-    for backend in backends() {
-        compaction_on(c, backend);
     }
 }
 
@@ -234,12 +187,6 @@ fn compaction_on(c: &mut Criterion, backend: &str) {
         })
     });
     group.finish();
-}
-
-fn journal(c: &mut Criterion) {
-    for backend in backends() {
-        journal_on(c, backend);
-    }
 }
 
 fn journal_on(c: &mut Criterion, backend: &str) {
@@ -341,12 +288,6 @@ impl Zipf {
 /// Searching the archive of an agent with 100,000 archived messages (24 content words each,
 /// Zipfian vocabulary) through the inverted index: a typical question (6 words drawn like the
 /// text), and a worst case of the 6 most frequent words.
-fn search(c: &mut Criterion) {
-    for backend in backends() {
-        search_on(c, backend);
-    }
-}
-
 fn search_on(c: &mut Criterion, backend: &str) {
     let (_dir, store) = open(backend);
     let id = AgentId::new("archivist").unwrap();
@@ -393,5 +334,16 @@ fn search_on(c: &mut Criterion, backend: &str) {
     group.finish();
 }
 
-criterion_group!(benches, append, usage, compaction, journal, search);
-criterion_main!(benches);
+/// Each benchmark on every backend in turn.
+fn benches(c: &mut Criterion) {
+    let each: [fn(&mut Criterion, &str); 5] =
+        [append_on, usage_on, compaction_on, journal_on, search_on];
+    for bench in each {
+        for backend in backends() {
+            bench(c, backend);
+        }
+    }
+}
+
+criterion_group!(store, benches);
+criterion_main!(store);

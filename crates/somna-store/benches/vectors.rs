@@ -10,8 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use somna_core::{AgentId, CompactionMethod, CompactionRecord, JournalEntry, Message, MessageKind};
-use somna_core::{Role, SummaryMeta, Timestamp, Trigger};
+use somna_core::{AgentId, Message, Timestamp};
 use somna_store::{Store, StoreOptions};
 
 const NOW: Timestamp = Timestamp(1_790_000_000_000);
@@ -43,38 +42,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
     let content = format!("{} summary", Message::SUMMARY_PREFIX);
-    let (from, through) = (covered[0].seq, covered[covered.len() - 1].seq);
-    let summary = Message {
-        seq: from,
-        tokens: 10,
-        kind: MessageKind::Summary(SummaryMeta {
-            covers_from_seq: from,
-            covers_through_seq: through,
-            compacted_count: covered.len() as u32,
-            original_tokens: covered.iter().map(|m| m.tokens).sum(),
-            summary_tokens: 10,
-            generation: 1,
-            compacted_at: NOW,
-        }),
-        ..Message::new(Role::System, content)
-    };
+    let plain = somna_testkit::plain_compaction(covered, content, 10, NOW);
     somna_store::CompactionCommit {
         covered: covered.to_vec(),
-        journal: vec![JournalEntry::synthesis(
-            NOW,
-            summary.content.clone(),
-            from,
-            through,
-        )],
-        record: CompactionRecord::new(
-            NOW,
-            Trigger::Sleep,
-            CompactionMethod::Llm,
-            (from, through),
-            covered.len() as u32,
-            1,
-        ),
-        summary,
+        summary: plain.summary,
+        journal: vec![plain.synthesis],
+        record: plain.record,
     }
 }
 
@@ -156,8 +129,7 @@ fn main() {
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     run("sled", &store);
     drop(store);
-    let url = std::env::var("SOMNA_BENCH_PG_URL").or_else(|_| std::env::var("SOMNA_TEST_PG_URL"));
-    if let Ok(url) = url {
+    if let Some(url) = somna_testkit::bench_pg_url() {
         let store = Store::temporary_postgres(&url).unwrap();
         run("postgres", &store);
     }

@@ -29,6 +29,20 @@ pub enum FixtureError {
     },
 }
 
+/// The `[[agents]]` entry of Hild, the gatekeeper of Millbrook: the NPC of somna-server's demo
+/// (`examples/serve.rs`, the Python host example) and of its tests, with one host tool,
+/// `open_door`, that the host must answer. A runtime.toml's last tables.
+pub const KEEPER: &str = r#"
+[[agents]]
+id = "keeper"
+persona = "You are Hild, the gatekeeper of Millbrook. You guard the keep's doors."
+
+[[agents.tools]]
+name = "open_door"
+description = "Opens one of the keep's doors."
+parameters = { type = "object", properties = { door = { type = "string" } }, required = ["door"] }
+"#;
+
 /// The workspace's `tests/fixtures` directory.
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")

@@ -94,6 +94,20 @@ const TASK_WORDS: &[&str] = &[
     "due",
 ];
 
+/// The item of `items` whose `text` has the highest [`score_importance`]; the earliest of those
+/// on a tie; `None` when there are none.
+pub fn most_important<T>(items: &[T], text: impl Fn(&T) -> &str) -> Option<&T> {
+    items
+        .iter()
+        .enumerate()
+        .max_by(|a, b| {
+            score_importance(text(a.1))
+                .cmp(&score_importance(text(b.1)))
+                .then(b.0.cmp(&a.0))
+        })
+        .map(|(_, item)| item)
+}
+
 /// A heuristic importance score, 1 (small talk) to 10 (life-changing): facts about people, decisions, tasks,
 /// life events, strong feelings, names and numbers raise it; questions and very short texts lower it.
 pub fn score_importance(text: &str) -> u8 {
@@ -202,16 +216,7 @@ pub fn reflect(entries: &[(Option<u64>, String)]) -> String {
         .map(|(id, e)| (*id, cite::strip_all(strip_importance(e)).trim().to_string()))
         .filter(|(_, e)| !e.is_empty())
         .collect();
-    let Some((top_id, top)) = entries
-        .iter()
-        .enumerate()
-        .max_by(|a, b| {
-            score_importance(&a.1.1)
-                .cmp(&score_importance(&b.1.1))
-                .then(b.0.cmp(&a.0))
-        })
-        .map(|(_, e)| e.clone())
-    else {
+    let Some((top_id, top)) = most_important(&entries, |(_, e)| e.as_str()).cloned() else {
         return "Reflection: nothing notable happened.".to_string();
     };
     let mut counter = EntityCounter::default();

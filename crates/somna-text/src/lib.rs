@@ -25,7 +25,7 @@ pub mod transcript;
 pub mod words;
 
 pub use facts::{
-    CONSOLIDATE_MIN_IMPORTANCE, EXTRACT_MIN_IMPORTANCE, consolidate, extract_facts, reflect,
-    score_importance,
+    CONSOLIDATE_MIN_IMPORTANCE, EXTRACT_MIN_IMPORTANCE, consolidate, extract_facts, most_important,
+    reflect, score_importance,
 };
 pub use words::{estimate_tokens, stable_hash};

@@ -205,14 +205,11 @@ pub fn parse(text: &str) -> Vec<Turn> {
     for line in body.split('\n') {
         match parse_header(line) {
             Some(Header::Turn {
-                seq,
-                role,
-                name,
-                at,
-                tool_call_id,
+                mut turn,
+                stamped,
                 rest,
             }) => {
-                let at = match at {
+                turn.at = match stamped {
                     Some(Stamp::Full(date, time)) => {
                         day = Some(date);
                         stamp(date, time)
@@ -220,15 +217,7 @@ pub fn parse(text: &str) -> Vec<Turn> {
                     Some(Stamp::Time(time)) => day.and_then(|date| stamp(date, time)),
                     None => None,
                 };
-                turns.push(Turn {
-                    seq,
-                    role,
-                    name,
-                    content: String::new(),
-                    tool_calls: Vec::new(),
-                    tool_call_id,
-                    at,
-                });
+                turns.push(turn);
                 lines.push(vec![rest.to_string()]);
                 target = Target::Turn(turns.len() - 1);
             }
@@ -346,12 +335,11 @@ fn stamp(date: &str, time: &str) -> Option<Timestamp> {
 }
 
 enum Header<'a> {
+    /// A turn's header: the turn without content or time, the stamp its time is read from (a
+    /// time-only stamp needs the day of an earlier one), and the text after the header.
     Turn {
-        seq: u64,
-        role: Role,
-        name: Option<String>,
-        at: Option<Stamp<'a>>,
-        tool_call_id: Option<String>,
+        turn: Turn,
+        stamped: Option<Stamp<'a>>,
         rest: &'a str,
     },
     Call {
@@ -409,11 +397,12 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
         None => return None,
     };
     Some(Header::Turn {
-        seq,
-        role,
-        name,
-        at,
-        tool_call_id,
+        turn: Turn {
+            name,
+            tool_call_id,
+            ..Turn::new(seq, role, "")
+        },
+        stamped: at,
         rest,
     })
 }

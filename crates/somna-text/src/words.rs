@@ -351,6 +351,22 @@ pub fn contains_phrase(haystack: &str, needle: &str) -> bool {
     false
 }
 
+/// The punctuation that wraps a word in prose, which [`bare_words`] trims from both ends.
+const WRAPPING: [char; 15] = [
+    ',', ';', ':', '!', '?', '(', ')', '"', '\'', '“', '”', '[', ']', '{', '}',
+];
+
+/// The words of `text` as written, without the punctuation around them: each piece between
+/// white space, trimmed at both ends of commas, colons, brackets, quotes (the [`WRAPPING`] marks)
+/// and of the caller's `extra` marks, then of trailing full stops. A piece that was all
+/// punctuation comes out empty.
+pub fn bare_words<'a>(text: &'a str, extra: &'a [char]) -> impl Iterator<Item = &'a str> + 'a {
+    text.split_whitespace().map(move |raw| {
+        raw.trim_matches(|c: char| WRAPPING.contains(&c) || extra.contains(&c))
+            .trim_end_matches('.')
+    })
+}
+
 /// Artifacts mentioned in `text`: URLs, file names, reference codes (`GF-1187`), `backticked` spans,
 /// code identifiers (`snake_case`, `camelCase`, `a::b`) and quoted titles.
 pub fn artifacts(text: &str) -> Vec<String> {
@@ -377,30 +393,7 @@ pub fn artifacts(text: &str) -> Vec<String> {
             push(&quote);
         }
     }
-    for raw in text.split_whitespace() {
-        let token = raw.trim_matches(|c: char| {
-            matches!(
-                c,
-                ',' | ';'
-                    | ':'
-                    | '!'
-                    | '?'
-                    | '('
-                    | ')'
-                    | '"'
-                    | '\''
-                    | '“'
-                    | '”'
-                    | '`'
-                    | '['
-                    | ']'
-                    | '{'
-                    | '}'
-                    | '<'
-                    | '>'
-            )
-        });
-        let token = token.trim_end_matches('.');
+    for token in bare_words(text, &['`', '<', '>']) {
         let url = token.starts_with("http://") || token.starts_with("https://");
         if url || is_file_name(token) || is_reference_code(token) || is_identifier(token) {
             push(token);

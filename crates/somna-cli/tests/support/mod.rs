@@ -36,6 +36,16 @@ pub fn somna(dir: &Path, args: &[&str]) -> Output {
     command(dir).args(args).output().unwrap()
 }
 
+/// The runtime.toml of the smith tests: the store in `db` and Brenna the village smith's persona,
+/// with the test's own lines: `store` in `[store]`, `defaults` in `[defaults]` and `compaction` in
+/// `[defaults.compaction]` (each line ending in a line break); more tables may follow `compaction`.
+pub fn smith_config(store: &str, defaults: &str, compaction: &str) -> String {
+    format!(
+        "[store]\npath = \"db\"\n{store}[defaults]\npersona = \"You are Brenna, the village smith.\"\n\
+         {defaults}[defaults.compaction]\n{compaction}"
+    )
+}
+
 /// `somna journal` of smith's compaction entries of the last day: the filters the local and the
 /// served journal are both checked with.
 pub const RECENT_COMPACTIONS: [&str; 6] = [

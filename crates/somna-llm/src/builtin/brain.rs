@@ -159,15 +159,9 @@ fn is_greeting(norm: &str) -> bool {
 
 /// The most notable sentence of a message.
 fn notable_sentence(said: &str) -> String {
-    text::sentences(said)
-        .into_iter()
-        .enumerate()
-        .max_by(|a, b| {
-            score_importance(&a.1)
-                .cmp(&score_importance(&b.1))
-                .then(b.0.cmp(&a.0))
-        })
-        .map(|(_, s)| s)
+    let sentences = text::sentences(said);
+    somna_text::most_important(&sentences, String::as_str)
+        .cloned()
         .unwrap_or_else(|| said.to_string())
 }
 

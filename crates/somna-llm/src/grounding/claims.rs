@@ -271,33 +271,7 @@ fn day_of_month(token: &str) -> Option<u8> {
 
 /// A token of a text: a word as written, without the punctuation around it.
 fn tokens(text: &str) -> Vec<&str> {
-    text.split_whitespace()
-        .map(|raw| {
-            raw.trim_matches(|c: char| {
-                matches!(
-                    c,
-                    ',' | ';'
-                        | ':'
-                        | '!'
-                        | '?'
-                        | '('
-                        | ')'
-                        | '"'
-                        | '\''
-                        | '“'
-                        | '”'
-                        | '‘'
-                        | '’'
-                        | '['
-                        | ']'
-                        | '{'
-                        | '}'
-                        | '*'
-                        | '…'
-                )
-            })
-            .trim_end_matches('.')
-        })
+    text::bare_words(text, &['‘', '’', '*', '…'])
         .filter(|t| !t.is_empty())
         .collect()
 }

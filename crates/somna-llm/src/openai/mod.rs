@@ -327,31 +327,27 @@ impl OpenAiClient {
                     }
                     // A pinned format: sending the same request again cannot succeed.
                     None => {
-                        tracing::warn!(
-                            provider = "openai",
-                            model = %request.model,
-                            purpose = %request.purpose,
+                        return Err(given_up(
+                            &request,
                             attempt,
-                            error = %error,
-                            "the LLM server rejected structured output (llm.structured_output = {})",
-                            settings.structured_output.as_str()
-                        );
-                        return Err(error);
+                            error,
+                            format_args!(
+                                "the LLM server rejected structured output (llm.structured_output = {})",
+                                settings.structured_output.as_str()
+                            ),
+                        ));
                     }
                 }
             }
             let wait = retry_wait(&policy, &failure, attempt);
             let final_error = failure.into_error(settings, attempt);
             let Some(delay) = wait else {
-                tracing::warn!(
-                    provider = "openai",
-                    model = %request.model,
-                    purpose = %request.purpose,
+                return Err(given_up(
+                    &request,
                     attempt,
-                    error = %final_error,
-                    "LLM call failed"
-                );
-                return Err(final_error);
+                    final_error,
+                    format_args!("LLM call failed"),
+                ));
             };
             tracing::warn!(
                 provider = "openai",
@@ -370,6 +366,25 @@ impl OpenAiClient {
     fn transport_error(&self, e: &reqwest::Error, attempts: u32) -> LlmError {
         classify_transport(e).into_error(&self.inner.settings, attempts)
     }
+}
+
+/// Logs the error a call ends in on attempt `attempt`, with `why` as the line's message, and
+/// returns it.
+fn given_up(
+    request: &ChatRequest,
+    attempt: u32,
+    error: LlmError,
+    why: std::fmt::Arguments<'_>,
+) -> LlmError {
+    tracing::warn!(
+        provider = "openai",
+        model = %request.model,
+        purpose = %request.purpose,
+        attempt,
+        error = %error,
+        "{why}"
+    );
+    error
 }
 
 impl LlmClient for OpenAiClient {

@@ -319,27 +319,34 @@ proptest! {
     }
 }
 
+/// The builtin provider's extractive summary of `turns` in `max` tokens, grounded against those
+/// turns: it must come out unchanged, nothing repaired or dropped (`label` names the case).
+fn assert_extractive_summary_passes(turns: &[Turn], max: u32, label: &str) -> String {
+    let summary = somna_text::extractive::summarize(
+        turns,
+        &somna_core::config::SectionCaps::default(),
+        max,
+        &|s: &str| somna_text::estimate_tokens(s),
+    )
+    .render();
+    let grounded = grounding::ground_summary(&summary, &Grounder::from_turns(turns, &[]));
+    assert_eq!(
+        grounded.counts.repaired + grounded.counts.dropped,
+        0,
+        "{label}: {:?}",
+        grounded.examples
+    );
+    assert_eq!(grounded.text, summary, "{label}");
+    summary
+}
+
 /// The builtin provider's extractive summaries quote their turns: they pass unchanged.
 #[test]
 fn extractive_summaries_pass_unchanged() {
     let transcript = somna_testkit::transcript_200().unwrap();
     let turns: Vec<Turn> = transcript.iter().map(Turn::from).collect();
     for max in [300u32, 800, 1_500] {
-        let summary = somna_text::extractive::summarize(
-            &turns,
-            &somna_core::config::SectionCaps::default(),
-            max,
-            &|s: &str| somna_text::estimate_tokens(s),
-        )
-        .render();
-        let grounded = grounding::ground_summary(&summary, &Grounder::from_turns(&turns, &[]));
-        assert_eq!(
-            grounded.counts.repaired + grounded.counts.dropped,
-            0,
-            "{max}: {:?}",
-            grounded.examples
-        );
-        assert_eq!(grounded.text, summary, "{max}");
+        let summary = assert_extractive_summary_passes(&turns, max, &max.to_string());
         // Folded into the next summary, with new turns: still unchanged.
         let mut next = vec![Turn::new(
             0,
@@ -347,19 +354,6 @@ fn extractive_summaries_pass_unchanged() {
             format!("{}\n{summary}", somna_core::Message::SUMMARY_PREFIX),
         )];
         next.extend(turns.iter().skip(150).cloned());
-        let again = somna_text::extractive::summarize(
-            &next,
-            &somna_core::config::SectionCaps::default(),
-            max,
-            &|s: &str| somna_text::estimate_tokens(s),
-        )
-        .render();
-        let grounded = grounding::ground_summary(&again, &Grounder::from_turns(&next, &[]));
-        assert_eq!(
-            grounded.counts.repaired + grounded.counts.dropped,
-            0,
-            "{max} folded: {:?}",
-            grounded.examples
-        );
+        assert_extractive_summary_passes(&next, max, &format!("{max} folded"));
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::json;
 use somna_core::config::{CacheHint, LlmConfig, Provider, StructuredOutput, ToolSpec};
 use somna_llm::{
-    ChatMessage, ChatRequest, LlmClient, LlmError, OpenAiClient, OpenAiSettings, RetryPolicy,
-    ToolCall, build_client,
+    ChatMessage, ChatRequest, ChatResponse, LlmClient, LlmError, OpenAiClient, OpenAiSettings,
+    RetryPolicy, ToolCall, build_client,
 };
 use somna_testkit::{Reply, StubLlmServer};
 
@@ -57,6 +57,23 @@ fn request() -> ChatRequest {
     .with_temperature(0.5)
 }
 
+/// The answer to `request()` sent with `s` to `server`: it must have come on attempt `attempts`,
+/// the server having seen exactly that many requests.
+async fn answered(server: &StubLlmServer, s: OpenAiSettings, attempts: u32) -> ChatResponse {
+    let response = client(s).chat(request()).await.unwrap();
+    assert_eq!(response.attempts, attempts);
+    assert_eq!(server.request_count(), attempts as usize);
+    response
+}
+
+/// The error `request()` sent with `s` to `server` ends in, after the server saw exactly
+/// `requests` requests.
+async fn failed(server: &StubLlmServer, s: OpenAiSettings, requests: usize) -> LlmError {
+    let err = client(s).chat(request()).await.unwrap_err();
+    assert_eq!(server.request_count(), requests);
+    err
+}
+
 fn llm_config(base_url: &str, api_key_env: &str) -> LlmConfig {
     LlmConfig {
         provider: Provider::Openai,
@@ -76,10 +93,9 @@ fn llm_config(base_url: &str, api_key_env: &str) -> LlmConfig {
 async fn text_reply_with_usage_and_the_request_on_the_wire() {
     let server = StubLlmServer::start();
     server.push(Reply::text("Good morning, Mara."));
-    let response = client(settings(&server)).chat(request()).await.unwrap();
+    let response = answered(&server, settings(&server), 1).await;
     assert_eq!(response.text, "Good morning, Mara.");
     assert!(response.tool_calls.is_empty());
-    assert_eq!(response.attempts, 1);
     assert_eq!(response.model, "tiny-model");
     let prompt = "You are Wren, the steward of Millbrook.Good morning! I am Mara.";
     let usage = response.usage.unwrap();
@@ -104,7 +120,6 @@ async fn text_reply_with_usage_and_the_request_on_the_wire() {
     assert_eq!(messages[1]["name"], "Mara_Fenwick");
     // No key configured: no Authorization header at all.
     assert_eq!(sent.authorization(), None);
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
@@ -165,10 +180,8 @@ async fn tool_definitions_go_out_and_tool_calls_come_back() {
 async fn a_500_is_retried_then_succeeds() {
     let server = StubLlmServer::start();
     server.push_all([Reply::Status(500, "boom".into()), Reply::text("ok")]);
-    let response = client(settings(&server)).chat(request()).await.unwrap();
+    let response = answered(&server, settings(&server), 2).await;
     assert_eq!(response.text, "ok");
-    assert_eq!(response.attempts, 2);
-    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
@@ -179,19 +192,16 @@ async fn two_503s_then_success_uses_every_retry() {
         Reply::Status(503, "busy".into()),
         Reply::text("finally"),
     ]);
-    let response = client(settings(&server)).chat(request()).await.unwrap();
-    assert_eq!(response.attempts, 3);
-    assert_eq!(server.request_count(), 3);
+    answered(&server, settings(&server), 3).await;
 }
 
 #[tokio::test]
 async fn persistent_500_is_a_server_error_after_max_retries_plus_one() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::Status(
+    let server = StubLlmServer::answering(Reply::Status(
         500,
         r#"{"error":{"message":"the model crashed"}}"#.into(),
     ));
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let err = failed(&server, settings(&server), 3).await;
     match &err {
         LlmError::Server {
             status,
@@ -206,7 +216,6 @@ async fn persistent_500_is_a_server_error_after_max_retries_plus_one() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(server.request_count(), 3);
     assert!(err.to_string().contains("HTTP 500"), "{err}");
 }
 
@@ -217,7 +226,7 @@ async fn a_400_is_not_retried() {
         400,
         r#"{"error":{"message":"bad model"}}"#.into(),
     ));
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let err = failed(&server, settings(&server), 1).await;
     assert!(
         matches!(
             err,
@@ -229,14 +238,12 @@ async fn a_400_is_not_retried() {
         ),
         "{err:?}"
     );
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn permanent_4xx_are_not_retried_and_a_404_names_the_url() {
     for status in [400, 401, 403, 404] {
-        let server = StubLlmServer::start();
-        server.set_default(Reply::error(status, "nope"));
+        let server = StubLlmServer::answering(Reply::error(status, "nope"));
         let err = client(settings(&server)).chat(request()).await.unwrap_err();
         assert!(err.is_permanent(), "{status}: {err:?}");
         assert_eq!(err.attempts(), 1, "{status}");
@@ -255,10 +262,8 @@ async fn rate_limit_honours_retry_after() {
         },
         Reply::text("after the wait"),
     ]);
-    let response = client(settings(&server)).chat(request()).await.unwrap();
+    let response = answered(&server, settings(&server), 2).await;
     assert_eq!(response.text, "after the wait");
-    assert_eq!(response.attempts, 2);
-    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
@@ -273,18 +278,15 @@ async fn retry_after_is_capped() {
     let mut s = settings(&server);
     s.retry.max_retry_after = Duration::from_millis(200);
     // Uncapped, this call would wait an hour; it finishes, after a second attempt.
-    let response = client(s).chat(request()).await.unwrap();
-    assert_eq!(response.attempts, 2);
-    assert_eq!(server.request_count(), 2);
+    answered(&server, s, 2).await;
 }
 
 #[tokio::test]
 async fn persistent_429_is_rate_limited_with_the_servers_retry_after() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::RateLimited {
+    let server = StubLlmServer::answering(Reply::RateLimited {
         retry_after_secs: 0,
     });
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let err = failed(&server, settings(&server), 3).await;
     assert_eq!(
         err,
         LlmError::RateLimited {
@@ -292,30 +294,27 @@ async fn persistent_429_is_rate_limited_with_the_servers_retry_after() {
             attempts: 3
         }
     );
-    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
 async fn malformed_json_is_not_retried() {
     let server = StubLlmServer::start();
     server.push(Reply::MalformedJson);
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let err = failed(&server, settings(&server), 1).await;
     match &err {
         LlmError::Malformed { excerpt } => {
             assert!(excerpt.contains("chatcmpl-broken"), "{excerpt}")
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_body_of_the_wrong_shape_is_malformed() {
     let server = StubLlmServer::start();
     server.push(Reply::Json(json!({"hello": "world"})));
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let err = failed(&server, settings(&server), 1).await;
     assert!(matches!(err, LlmError::Malformed { .. }), "{err:?}");
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
@@ -335,9 +334,8 @@ async fn empty_content_is_an_empty_response_and_not_retried() {
 
 #[tokio::test]
 async fn a_dropped_connection_is_retried_then_a_connection_error() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::DropConnection);
-    let err = client(settings(&server)).chat(request()).await.unwrap_err();
+    let server = StubLlmServer::answering(Reply::DropConnection);
+    let err = failed(&server, settings(&server), 3).await;
     match &err {
         LlmError::Connection { attempts, message } => {
             assert_eq!(*attempts, 3);
@@ -345,26 +343,22 @@ async fn a_dropped_connection_is_retried_then_a_connection_error() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
 async fn a_dropped_connection_then_success() {
     let server = StubLlmServer::start();
     server.push_all([Reply::DropConnection, Reply::text("second time lucky")]);
-    let response = client(settings(&server)).chat(request()).await.unwrap();
+    let response = answered(&server, settings(&server), 2).await;
     assert_eq!(response.text, "second time lucky");
-    assert_eq!(response.attempts, 2);
-    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn a_hung_server_times_out_on_time_without_retrying() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::Hang);
+    let server = StubLlmServer::answering(Reply::Hang);
     let mut s = settings(&server);
     s.timeout = Duration::from_millis(300);
-    let err = client(s).chat(request()).await.unwrap_err();
+    let err = failed(&server, s, 1).await;
     assert_eq!(
         err,
         LlmError::Timeout {
@@ -372,21 +366,18 @@ async fn a_hung_server_times_out_on_time_without_retrying() {
             attempts: 1
         }
     );
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_body_that_never_ends_times_out_on_time() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::HangBody);
+    let server = StubLlmServer::answering(Reply::HangBody);
     let mut s = settings(&server);
     s.timeout = Duration::from_millis(300);
-    let err = client(s).chat(request()).await.unwrap_err();
+    let err = failed(&server, s, 1).await;
     assert!(
         matches!(err, LlmError::Timeout { attempts: 1, .. }),
         "{err:?}"
     );
-    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
@@ -396,19 +387,14 @@ async fn timeouts_are_retried_when_the_policy_says_so() {
     let mut s = settings(&server);
     s.timeout = Duration::from_millis(300);
     s.retry.retry_timeouts = true;
-    let response = client(s).chat(request()).await.unwrap();
+    let response = answered(&server, s, 2).await;
     assert_eq!(response.text, "awake now");
-    assert_eq!(response.attempts, 2);
-    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn a_slow_answer_within_the_timeout_succeeds() {
     let server = StubLlmServer::start();
-    server.push(Reply::delayed(
-        Duration::from_millis(300),
-        Reply::text("slowly"),
-    ));
+    server.push(Reply::text_after(Duration::from_millis(300), "slowly"));
     let mut s = settings(&server);
     s.timeout = Duration::from_secs(2);
     let response = client(s).chat(request()).await.unwrap();
@@ -448,11 +434,7 @@ async fn nothing_listening_is_connection_refused_after_retries() {
 
 #[tokio::test]
 async fn concurrency_limit_is_never_exceeded() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::delayed(
-        Duration::from_millis(100),
-        Reply::text("done"),
-    ));
+    let server = StubLlmServer::answering(Reply::text_after(Duration::from_millis(100), "done"));
     let mut s = settings(&server);
     s.max_concurrent = 3;
     let shared = client(s);

@@ -12,13 +12,7 @@ use somna_testkit::transcript_200;
 use somna_text::extractive::StructuredSummary;
 
 fn real() -> Option<(OpenAiClient, String)> {
-    if std::env::var("SOMNA_REAL_LLM").as_deref() != Ok("1") {
-        somna_testkit::skip("set SOMNA_REAL_LLM=1 to run the real-model tests (see docs/llm.md)");
-        return None;
-    }
-    let base_url =
-        std::env::var("SOMNA_REAL_LLM_URL").unwrap_or_else(|_| "http://127.0.0.1:8089/v1".into());
-    let model = std::env::var("SOMNA_REAL_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    let (base_url, model) = somna_testkit::real_llm()?;
     let settings = OpenAiSettings {
         base_url,
         timeout: Duration::from_secs(180),

@@ -43,8 +43,7 @@ fn structured() -> ChatRequest {
 
 #[tokio::test]
 async fn auto_sends_json_schema_to_a_server_that_takes_it() {
-    let server = StubLlmServer::start();
-    server.set_default(Reply::text(r#"{"notes": ["a"]}"#));
+    let server = StubLlmServer::answering(Reply::text(r#"{"notes": ["a"]}"#));
     let c = client(&server, StructuredOutput::Auto, CacheHint::Off);
     let r = c.chat(structured()).await.unwrap();
     assert_eq!(r.structured_fallbacks, 0);

@@ -21,7 +21,7 @@ mod report;
 pub use baselines::{BM25_TOP, BaselinePrompt};
 pub use dataset::{Conversation, Dataset, DatasetError, Question, Turn};
 pub use report::{
-    BM25_IN_ROOM, BM25_NEIGHBOURS, BM25_PACKED, BM25_TOP5, ImportSummary, LAST_WINDOW,
+    BASELINES, BM25_IN_ROOM, BM25_NEIGHBOURS, BM25_PACKED, BM25_TOP5, ImportSummary, LAST_WINDOW,
     MethodReport, QuestionOutcome, RecallReport, SOMNA, SOMNA_CONSOLIDATED, SOMNA_RETRIEVED, Stats,
 };
 
@@ -303,14 +303,7 @@ pub async fn recall_with_progress(
         methods.push(SOMNA_CONSOLIDATED);
     }
     if options.baselines {
-        methods.extend([
-            SOMNA_RETRIEVED,
-            BM25_IN_ROOM,
-            BM25_NEIGHBOURS,
-            BM25_PACKED,
-            LAST_WINDOW,
-            BM25_TOP5,
-        ]);
+        methods.extend(BASELINES);
     }
     let methods = methods
         .into_iter()

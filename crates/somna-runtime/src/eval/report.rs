@@ -22,6 +22,17 @@ pub const SOMNA_RETRIEVED: &str = "somna-note";
 /// [`BM25_NEIGHBOURS`] packed into the room Somna's working context took for the same question.
 pub const BM25_IN_ROOM: &str = "bm25+nbrs@room";
 
+/// The baselines a recall run with `baselines` measures besides Somna, in the order the report
+/// lists them.
+pub const BASELINES: [&str; 6] = [
+    SOMNA_RETRIEVED,
+    BM25_IN_ROOM,
+    BM25_NEIGHBOURS,
+    BM25_PACKED,
+    LAST_WINDOW,
+    BM25_TOP5,
+];
+
 /// A whole recall run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecallReport {

@@ -152,6 +152,14 @@ impl StubLlmServer {
         Self::try_start().expect("start the stub LLM server")
     }
 
+    /// Starts a server (see [`StubLlmServer::start`]) that answers `reply` whenever its script is
+    /// empty: [`StubLlmServer::set_default`] from the first request on.
+    pub fn answering(reply: Reply) -> StubLlmServer {
+        let server = Self::start();
+        server.set_default(reply);
+        server
+    }
+
     /// Like [`StubLlmServer::start`], returning the error instead of panicking.
     pub fn try_start() -> std::io::Result<StubLlmServer> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;

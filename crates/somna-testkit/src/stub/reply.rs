@@ -56,6 +56,11 @@ impl Reply {
         Reply::Delay(delay, Box::new(reply))
     }
 
+    /// A text reply of `text` after `delay`: a slow model.
+    pub fn text_after(delay: Duration, text: impl Into<String>) -> Reply {
+        Reply::delayed(delay, Reply::text(text))
+    }
+
     /// A text reply of at least `bytes` bytes of plain words, whatever `max_tokens` asked for.
     pub fn oversize(bytes: usize) -> Reply {
         const WORDS: &str = "the mill wheel turns and the river runs past the smithy door ";

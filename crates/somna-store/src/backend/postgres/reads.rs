@@ -18,21 +18,12 @@ pub(crate) struct PgTree {
 
 impl PgTree {
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
         let sql = format!(
             "SELECT value FROM {} WHERE key = $1",
             self.shared.tables[self.table]
         );
-        let key = key.to_vec();
-        self.shared.run(async move {
-            let client = connect(&pool, &target).await?;
-            let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
-            let row = client
-                .query_opt(&statement, &[&key])
-                .await
-                .map_err(db_err(&target))?;
-            Ok(row.map(|r| Bytes::from(r.get::<_, &[u8]>(0))))
-        })
+        let rows = self.select(sql, vec![Box::new(key.to_vec())])?;
+        Ok(rows.first().map(|r| Bytes::from(r.get::<_, &[u8]>(0))))
     }
 
     /// The values of `keys`, in their order, from one `key = ANY($1)` statement.
@@ -40,25 +31,34 @@ impl PgTree {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
         let sql = format!(
             "SELECT key, value FROM {} WHERE key = ANY($1)",
             self.shared.tables[self.table]
         );
-        let wanted = keys.to_vec();
-        let rows = self.shared.run(async move {
+        let rows: HashMap<Vec<u8>, Bytes> = self
+            .select(sql, vec![Box::new(keys.to_vec())])?
+            .iter()
+            .map(|r| (r.get::<_, Vec<u8>>(0), Bytes::from(r.get::<_, &[u8]>(1))))
+            .collect();
+        Ok(keys.iter().map(|k| rows.get(k).cloned()).collect())
+    }
+
+    /// The rows of the statement `sql` (a `SELECT` on this table) with `params` as its `$1…`,
+    /// on a pooled connection.
+    fn select(&self, sql: String, params: Vec<Box<dyn ToSql + Send + Sync>>) -> Result<Vec<Row>> {
+        let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
+        self.shared.run(async move {
             let client = connect(&pool, &target).await?;
             let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
-            let rows = client
-                .query(&statement, &[&wanted])
-                .await
-                .map_err(db_err(&target))?;
-            Ok(rows
+            let args: Vec<&(dyn ToSql + Sync)> = params
                 .iter()
-                .map(|r| (r.get::<_, Vec<u8>>(0), Bytes::from(r.get::<_, &[u8]>(1))))
-                .collect::<std::collections::HashMap<Vec<u8>, Bytes>>())
-        })?;
-        Ok(keys.iter().map(|k| rows.get(k).cloned()).collect())
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            client
+                .query(&statement, &args)
+                .await
+                .map_err(db_err(&target))
+        })
     }
 
     pub(crate) fn range(&self, (lo, hi): KeyBounds) -> PgIter {
@@ -90,14 +90,14 @@ impl PgTree {
         limit: i64,
     ) -> Result<Vec<(Bytes, Bytes)>> {
         let mut conditions = Vec::new();
-        let mut params: Vec<Vec<u8>> = Vec::new();
+        let mut params: Vec<Box<dyn ToSql + Send + Sync>> = Vec::new();
         for (bound, included, excluded) in [(lo, ">=", ">"), (hi, "<=", "<")] {
             let (op, key) = match bound {
                 Bound::Included(k) => (included, k),
                 Bound::Excluded(k) => (excluded, k),
                 Bound::Unbounded => continue,
             };
-            params.push(key.clone());
+            params.push(Box::new(key.clone()));
             conditions.push(format!("key {op} ${}", params.len()));
         }
         let sql = format!(
@@ -111,27 +111,17 @@ impl PgTree {
             if forward { "ASC" } else { "DESC" },
             params.len() + 1
         );
-        let (pool, target) = (self.shared.pool.clone(), self.shared.target.clone());
-        self.shared.run(async move {
-            let client = connect(&pool, &target).await?;
-            let statement = client.prepare_cached(&sql).await.map_err(db_err(&target))?;
-            let mut args: Vec<&(dyn ToSql + Sync)> =
-                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-            args.push(&limit);
-            let rows = client
-                .query(&statement, &args)
-                .await
-                .map_err(db_err(&target))?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (
-                        Bytes::from(r.get::<_, &[u8]>(0)),
-                        Bytes::from(r.get::<_, &[u8]>(1)),
-                    )
-                })
-                .collect())
-        })
+        params.push(Box::new(limit));
+        Ok(self
+            .select(sql, params)?
+            .iter()
+            .map(|r| {
+                (
+                    Bytes::from(r.get::<_, &[u8]>(0)),
+                    Bytes::from(r.get::<_, &[u8]>(1)),
+                )
+            })
+            .collect())
     }
 }
 
