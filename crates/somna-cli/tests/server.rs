@@ -361,7 +361,7 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
 fn scoped_tokens_made_locally_reach_only_their_agents_and_are_revoked_through_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), CONFIG).unwrap();
+    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
     let made = command(dir, None)
         .args([
             "token",

@@ -165,17 +165,29 @@ pub struct ApiError {
     pub fields: Vec<FieldError>,
 }
 
+/// The refusals of the token check, 401 and 403: part of the responses of every operation that
+/// a token guards and a scoped token can be refused. Described, never built.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum Denied {
+    /// `unauthorized`: the bearer token is missing or wrong
+    #[response(status = 401)]
+    Unauthorized(ErrorBody<'static>),
+    /// `forbidden`: a scoped token that does not reach this (another tenant's agent, a command
+    /// with a read-only token, the metrics, token management)
+    #[response(status = 403)]
+    Forbidden(ErrorBody<'static>),
+}
+
 /// The errors of a read of an agent's stored data (history, archive, journal, facts, events): the
-/// responses of its OpenAPI operations. Described, never built: handlers answer [`ApiError`]s.
+/// responses of its OpenAPI operations, with [`Denied`]. Described, never built: handlers answer
+/// [`ApiError`]s.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]
 pub(crate) enum ReadErrors {
     /// `invalid_agent_id`; `bad_request`: an unknown, repeated or bad query parameter
     #[response(status = 400)]
     BadRequest(ErrorBody<'static>),
-    /// `unauthorized`: the bearer token is missing or wrong
-    #[response(status = 401)]
-    Unauthorized(ErrorBody<'static>),
     /// `unknown_agent`: no agent with that id
     #[response(status = 404)]
     UnknownAgent(ErrorBody<'static>),
@@ -185,16 +197,13 @@ pub(crate) enum ReadErrors {
 }
 
 /// The errors of a parameterless read of a hosted agent (its status, its config): the responses
-/// of their OpenAPI operations. Described, never built.
+/// of their OpenAPI operations, with [`Denied`]. Described, never built.
 #[derive(utoipa::IntoResponses)]
 #[allow(dead_code)]
 pub(crate) enum StatusErrors {
     /// `invalid_agent_id`; `bad_request`: a query parameter (it takes none)
     #[response(status = 400)]
     BadRequest(ErrorBody<'static>),
-    /// `unauthorized`: the bearer token is missing or wrong
-    #[response(status = 401)]
-    Unauthorized(ErrorBody<'static>),
     /// `unknown_agent`: no agent with that id
     #[response(status = 404)]
     UnknownAgent(ErrorBody<'static>),

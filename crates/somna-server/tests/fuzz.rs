@@ -131,42 +131,38 @@ fn doomed_segment() -> impl Strategy<Value = String> {
     ]
 }
 
-/// The endpoints: method, path (`{id}` is replaced), the query parameters they take, and a weight.
-const ENDPOINTS: &[(&str, &str, &[&str], u32)] = &[
-    ("GET", "/v1/agents", &["include_retired"], 2),
-    ("POST", "/v1/agents", &[], 3),
-    ("GET", "/v1/agents/{id}", &[], 2),
-    ("DELETE", "/v1/agents/{id}", &[], 1),
-    ("GET", "/v1/agents/{id}/config", &[], 1),
-    ("PATCH", "/v1/agents/{id}/config", &[], 5),
-    ("POST", "/v1/agents/{id}/input", &[], 6),
-    ("POST", "/v1/agents/{id}/compact", &[], 2),
-    ("POST", "/v1/agents/{id}/sleep", &[], 1),
-    ("POST", "/v1/agents/{id}/uncompact", &[], 2),
-    ("GET", "/v1/agents/{id}/history", &["from_seq", "limit"], 3),
-    ("GET", "/v1/agents/{id}/archive", &["from_seq", "limit"], 3),
-    ("GET", "/v1/agents/{id}/archive/search", &["q", "limit"], 3),
-    ("GET", "/v1/agents/{id}/prompt", &["input"], 2),
-    (
-        "GET",
-        "/v1/agents/{id}/journal",
-        &[
-            "source_type",
-            "tag",
-            "min_importance",
-            "since",
-            "until",
-            "limit",
-            "cursor",
-        ],
-        6,
-    ),
-    ("GET", "/v1/agents/{id}/facts", &[], 1),
-    ("GET", "/v1/agents/{id}/events", &["limit"], 2),
-    ("GET", "/v1/events", &["agent", "types"], 1),
-    ("GET", "/healthz", &[], 1),
-    ("GET", "/metrics", &[], 1),
-];
+/// The endpoints, read from the server's own OpenAPI document (so a new one is fuzzed from the
+/// day it exists): method, path (`{id}` and `{name}` are replaced), the query parameters it takes,
+/// and a weight: more for more parameters, and for a body (the deeper checks).
+fn endpoints() -> Vec<(&'static str, String, &'static [&'static str], u32)> {
+    let doc = serde_json::to_value(somna_server::openapi::document()).unwrap();
+    let mut all = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let names: Vec<&'static str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "query")
+                .map(|p| &*p["name"].as_str().unwrap().to_string().leak())
+                .collect();
+            let body = if op.get("requestBody").is_some() {
+                3
+            } else {
+                0
+            };
+            let weight = 1 + names.len() as u32 + body;
+            let method: &'static str = method.to_uppercase().leak();
+            all.push((method, path.clone(), &*names.leak(), weight));
+        }
+    }
+    assert!(
+        all.len() >= 20,
+        "the document lists only {} operations",
+        all.len()
+    );
+    all
+}
 
 /// A path that is no endpoint.
 fn junk_path() -> impl Strategy<Value = String> {
@@ -298,9 +294,9 @@ fn any_method() -> impl Strategy<Value = Method> {
 type Request = (Method, String, String, Option<Vec<u8>>);
 
 fn request() -> impl Strategy<Value = Request> {
-    let mut all: Vec<(u32, BoxedStrategy<Request>)> = ENDPOINTS
-        .iter()
-        .map(|&(method, path, names, weight)| {
+    let mut all: Vec<(u32, BoxedStrategy<Request>)> = endpoints()
+        .into_iter()
+        .map(|(method, path, names, weight)| {
             let method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
             let id = if method == Method::DELETE {
                 doomed_segment().boxed()
@@ -313,7 +309,10 @@ fn request() -> impl Strategy<Value = Request> {
                 query(names),
                 body(),
             )
-                .prop_map(move |(m, id, q, b)| (m, path.replace("{id}", &id), q, b))
+                .prop_map(move |(m, id, q, b)| {
+                    let path = path.replace("{id}", &id).replace("{name}", &id);
+                    (m, path, q, b)
+                })
                 .boxed();
             (weight, strategy)
         })

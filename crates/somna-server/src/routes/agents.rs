@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use super::{Reply, State, json, no_params, parse_agent_id, path_agent, runtime_error};
 use crate::auth::Principal;
 use crate::body::{BodyKind, parse_json, read_body};
-use crate::error::{ApiError, ErrorBody, ErrorCode, StatusErrors};
+use crate::error::{ApiError, Denied, ErrorBody, ErrorCode, StatusErrors};
 use crate::query::Params;
 
 /// One agent in the list.
@@ -167,7 +167,7 @@ of runtime.toml but `id` (see docs/configuration.md), the rest comes from `[defa
          headers(("Location" = String, description = "`/v1/agents/{id}`"))),
         (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
 `bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
         (status = 409, description = "`agent_exists`: the id is in use, or was (retired ids are not reused)", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
@@ -248,6 +248,7 @@ its config, and what the LLM server reported for its chat calls.",
     responses(
         (status = 200, description = "The status", body = StatusBody),
         StatusErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
@@ -273,6 +274,7 @@ pub(crate) async fn status(state: State, req: HttpRequest) -> Reply {
     responses(
         (status = 200, description = "The config", body = IdAndConfig),
         StatusErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn get_config(state: State, req: HttpRequest) -> Reply {
@@ -301,7 +303,7 @@ persisted. A change that does not validate changes nothing.",
         (status = 200, description = "The new config", body = IdAndConfig),
         (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
 `bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
@@ -352,6 +354,7 @@ history, archive, journal, facts and event log stay readable. The id cannot be r
     responses(
         (status = 200, description = "Retired", body = Retired),
         StatusErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn retire(state: State, req: HttpRequest) -> Reply {
@@ -394,7 +397,7 @@ history (with `[store] durable_acks`, flushed to disk).",
         (status = 202, description = "Accepted: the agent acts on it at its next tick", body = Accepted),
         (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
 `bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`; `unknown_tool_call`: a tool result for a \
 call the agent is not waiting on", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
@@ -451,7 +454,7 @@ job, it runs after it. Answers the outcome, whatever it was (expected outcomes a
         (status = 200, description = "The outcome: `done`, `skipped`, `failed` or `stalled`", body = CompactionOutcome),
         (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
 `bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),
         (status = 409, description = "`busy`: 8 commands already wait behind the agent's job, or it is stopping", body = ErrorBody),
@@ -489,7 +492,7 @@ sleep threshold. Sent during a job, it runs after it. Takes no body.",
     responses(
         (status = 200, description = "What the sleep did", body = SleepResult),
         (status = 400, description = "`invalid_agent_id`; `bad_request`: a query parameter (it takes none)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
         (status = 409, description = "`busy`: 8 commands already wait, it waits on host tools, or it is stopping", body = ErrorBody),
         (status = 410, description = "`agent_retired`: the agent was retired", body = ErrorBody),
@@ -532,7 +535,7 @@ transaction; the event log gets an `uncompaction` record. Works for retired agen
         (status = 200, description = "Restored", body = Restored),
         (status = 400, description = "`bad_json`: the body is not JSON; `invalid_agent_id`; \
 `bad_request`: a query parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`; `unknown_summary`: history has no summary \
 at that seq", body = ErrorBody),
         (status = 408, description = "`request_timeout`: the body did not arrive in time", body = ErrorBody),

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::{Reply, State, json, methods_at, no_params, parse_agent_id, sse_response};
 use crate::auth::Principal;
-use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::error::{ApiError, Denied, ErrorBody, ErrorCode};
 use crate::metrics::RuntimeGauges;
 use crate::query::Params;
 use crate::sse::{EventFilter, event_stream};
@@ -60,7 +60,7 @@ lists them.",
     responses(
         (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
         (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
     ),
 )]
 pub(crate) async fn metrics(state: State, req: HttpRequest) -> Reply {
@@ -86,7 +86,7 @@ same token rule as every other `/v1` endpoint.",
     responses(
         (status = 200, description = "The OpenAPI document", body = Object, content_type = "application/json"),
         (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 500, description = "`internal`: the document could not be serialized", body = ErrorBody),
     ),
 )]
@@ -121,7 +121,7 @@ when the server shuts down.",
         (status = 200, description = "The stream", body = String, content_type = "text/event-stream"),
         (status = 400, description = "`bad_request`: an unknown parameter or event type, a \
 `Last-Event-ID` that is not `BOOT.N`; `invalid_agent_id`: `agent` is not an agent id", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 503, description = "`shutting_down`: the server is shutting down", body = ErrorBody),
     ),
 )]

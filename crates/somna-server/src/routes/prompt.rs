@@ -11,7 +11,7 @@ use somna_runtime::prompt::{Prompt, WorkingContext};
 use utoipa::ToSchema;
 
 use super::{Reply, State, json, path_agent, runtime_error};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, Denied, ErrorBody};
 use crate::query::Params;
 
 /// The longest input a preview takes, in bytes (an input is a user turn: the same bound).
@@ -219,7 +219,7 @@ meaning too when an embedder is configured). Nothing is written: the input is no
     responses(
         (status = 200, description = "The prompt", body = PromptView),
         (status = 400, description = "`invalid_agent_id`; `bad_request`: an unknown or repeated query parameter, an input over 65,536 bytes", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
         (status = 410, description = "`agent_retired`: the agent was retired (its data can still be read)", body = ErrorBody),
         (status = 500, description = "`internal`: the store failed", body = ErrorBody),

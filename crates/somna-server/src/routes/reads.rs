@@ -11,7 +11,7 @@ use somna_store::LoggedEvent;
 use utoipa::ToSchema;
 
 use super::{Reply, State, json, known_agent, no_params, path_agent, sse_response};
-use crate::error::{ApiError, ErrorBody, ErrorCode, ReadErrors};
+use crate::error::{ApiError, Denied, ErrorBody, ErrorCode, ReadErrors};
 use crate::query::{Params, parse_time};
 use crate::sse::log_stream;
 
@@ -73,6 +73,7 @@ impl MessagePage {
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
         ReadErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn history(state: State, req: HttpRequest) -> Reply {
@@ -106,6 +107,7 @@ A page never splits one seq, so it may hold a few more than `limit`.",
     responses(
         (status = 200, description = "A page of messages", body = MessagePage),
         ReadErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn archive(state: State, req: HttpRequest) -> Reply {
@@ -149,7 +151,7 @@ numbers), best hits first.",
     responses(
         (status = 200, description = "The hits", body = SearchHits),
         (status = 400, description = "`invalid_agent_id`; `bad_request`: an unknown, repeated or bad query parameter; `q` missing or blank", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_agent`: no agent with that id", body = ErrorBody),
         (status = 500, description = "`internal`: the store failed", body = ErrorBody),
     ),
@@ -229,6 +231,7 @@ that long ago (`1d`, `90m`) or an RFC 3339 time", example = "1d"),
     responses(
         (status = 200, description = "A page of entries", body = JournalPage),
         ReadErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn journal(state: State, req: HttpRequest) -> Reply {
@@ -317,6 +320,7 @@ journal entries each came from.",
     responses(
         (status = 200, description = "The facts", body = Facts),
         ReadErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn facts(state: State, req: HttpRequest) -> Reply {
@@ -352,6 +356,7 @@ as Server-Sent Events instead (`id:` each event's seq, `data:` the logged event)
             (String = "text/event-stream"),
         )),
         ReadErrors,
+        Denied,
     ),
 )]
 pub(crate) async fn events(state: State, req: HttpRequest) -> Reply {

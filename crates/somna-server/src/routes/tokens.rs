@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::{Reply, State, json, no_params};
 use crate::body::{BodyKind, parse_json, read_body};
-use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::error::{ApiError, Denied, ErrorBody, ErrorCode};
 
 /// A scoped token as listed: never its secret (nor its hash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -81,8 +81,7 @@ Admin token only.",
     responses(
         (status = 200, description = "The tokens", body = TokenList),
         (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
-        (status = 403, description = "`forbidden`: a scoped token (only the admin token manages tokens)", body = ErrorBody),
+        Denied,
         (status = 500, description = "`internal`: the store failed", body = ErrorBody),
     ),
 )]
@@ -113,8 +112,7 @@ token only.",
         (status = 201, description = "Made; `token` is the secret", body = CreatedToken),
         (status = 400, description = "`bad_json`: the body is not JSON; `bad_request`: a query \
 parameter (it takes none), an unreadable body", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
-        (status = 403, description = "`forbidden`: a scoped token (only the admin token manages tokens)", body = ErrorBody),
+        Denied,
         (status = 409, description = "`token_exists`: a token has that name", body = ErrorBody),
         (status = 413, description = "`payload_too_large`: the body is over the limit", body = ErrorBody),
         (status = 422, description = "`invalid_body`: JSON of the wrong shape, a malformed name \
@@ -178,8 +176,7 @@ cluster within 2 s. Admin token only.",
     responses(
         (status = 204, description = "Revoked"),
         (status = 400, description = "`bad_request`: a query parameter (it takes none)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`: the bearer token is missing or wrong", body = ErrorBody),
-        (status = 403, description = "`forbidden`: a scoped token (only the admin token manages tokens)", body = ErrorBody),
+        Denied,
         (status = 404, description = "`unknown_token`: no token has that name", body = ErrorBody),
         (status = 500, description = "`internal`: the store failed", body = ErrorBody),
     ),
