@@ -664,6 +664,41 @@ async fn with_a_token_the_console_shows_nothing_until_it_is_given() {
         "document.querySelectorAll('#agents-table tbody tr').length === 3",
     )
     .await;
+
+    // A scoped token (read-only, the agents whose id starts with "smith") opens a console that
+    // shows smith only: the table, its count, and nothing of the others.
+    let made = remote(
+        session.tmp.path(),
+        &session.served.url,
+        Some("s3cret-token"),
+        &[
+            "token",
+            "create",
+            "smith-desk",
+            "--agents",
+            "smith",
+            "--read-only",
+        ],
+    );
+    let scoped = made["token"].as_str().unwrap().to_string();
+    c.execute("sessionStorage.clear(); return true;", vec![])
+        .await
+        .unwrap();
+    c.refresh().await.unwrap();
+    until(c, "!document.getElementById('token-form').hidden").await;
+    fill(c, "#token-input", &scoped).await;
+    click(c, "#token-submit").await;
+    until(
+        c,
+        "document.querySelectorAll('#agents-table tbody tr').length === 1",
+    )
+    .await;
+    let page = c.source().await.unwrap();
+    assert!(
+        page.contains("smith") && !page.contains("miller") && !page.contains("baker"),
+        "{page}"
+    );
+    screenshot(c, "scoped-token").await;
     session.close().await;
 }
 
