@@ -473,8 +473,10 @@ fn a_node_lost_under_load(signal: &str) {
 
     // Steady input through node-b: one line every 50 ms, round robin.
     let stop_sending = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let acks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let sender = {
         let (dir, url, stop) = (dir.to_path_buf(), b.url.clone(), stop_sending.clone());
+        let acks = acks.clone();
         std::thread::spawn(move || {
             let mut acked: Vec<(String, String)> = Vec::new();
             let mut i = 0;
@@ -490,6 +492,7 @@ fn a_node_lost_under_load(signal: &str) {
                     .unwrap();
                 if o.status.success() {
                     acked.push((agent.to_string(), line));
+                    acks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 i += 1;
                 std::thread::sleep(Duration::from_millis(50));
@@ -497,7 +500,18 @@ fn a_node_lost_under_load(signal: &str) {
             acked
         })
     };
-    std::thread::sleep(Duration::from_secs(3));
+    // Traffic flows before the loss: wait for the first acknowledgements.
+    let acked_by = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acks.load(std::sync::atomic::Ordering::SeqCst) < n {
+            assert!(
+                Instant::now() < deadline,
+                "fewer than {n} inputs acknowledged"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    acked_by(20);
     // Any node answers for any agent: node-b reads the status of node-a's agents.
     let on_a: Vec<&str> = AGENTS
         .into_iter()
@@ -541,11 +555,12 @@ fn a_node_lost_under_load(signal: &str) {
     });
     println!("{signal}: node-b holds every shard {took:?} after node-a was lost");
     if signal == "stop" {
-        // Past its lease for sure, then resumed: it must notice and stand down.
-        std::thread::sleep(Duration::from_secs(1));
+        // Past its lease (node-b could take every shard only once it had expired), then
+        // resumed: it must notice and stand down.
         kill("-CONT");
     }
-    std::thread::sleep(Duration::from_secs(4));
+    // Traffic goes on through the takeover (and node-a's return): forty more acknowledged.
+    acked_by(acks.load(std::sync::atomic::Ordering::SeqCst) + 40);
     stop_sending.store(true, std::sync::atomic::Ordering::SeqCst);
     let acked = sender.join().unwrap();
     assert!(acked.len() > 50, "only {} inputs acknowledged", acked.len());

@@ -2,7 +2,7 @@
 //! vectors are found by similarity and fused with BM25; an uncompaction keeps them; a new model
 //! starts over; a copy carries them.
 
-use somna_core::Message;
+use somna_core::{AgentId, Message};
 use somna_store::Store;
 
 use crate::common::*;
@@ -26,6 +26,17 @@ fn vector(text: &str) -> Vec<f32> {
         .collect();
     v.push(0.1);
     v
+}
+
+/// Embeds up to `limit` archived messages of `id` with [`vector`] under the model `toy`.
+fn embed_archive(store: &Store, id: &AgentId, limit: usize) {
+    let todo = store.messages_to_embed(id, "toy", limit).unwrap();
+    let pairs: Vec<(u64, Vec<f32>)> = todo
+        .messages
+        .iter()
+        .map(|m| (m.seq, vector(&m.content)))
+        .collect();
+    store.put_vectors(id, "toy", todo.through, &pairs).unwrap();
 }
 
 fn archived_messages_are_embedded_once_and_found_by_meaning() {
@@ -160,13 +171,7 @@ fn words_decide_when_a_message_holds_them_and_meaning_when_none_does() {
     turns.push(said("Omar", "Still here, live"));
     let all = store.append_batch(&id, turns, NOW).unwrap();
     compact(&store, &id, &all[..81], "s");
-    let todo = store.messages_to_embed(&id, "toy", 1_000).unwrap();
-    let pairs: Vec<(u64, Vec<f32>)> = todo
-        .messages
-        .iter()
-        .map(|m| (m.seq, vector(&m.content)))
-        .collect();
-    store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
+    embed_archive(&store, &id, 1_000);
 
     // The embedder reads the question as one about pets (a small model often does), but one
     // message holds every word of it: that message comes first. (Reciprocal-rank fusion with
@@ -206,13 +211,7 @@ fn a_copy_carries_the_vectors() {
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 10);
     compact(&store, &id, &all[..6], "s");
-    let todo = store.messages_to_embed(&id, "toy", 100).unwrap();
-    let pairs: Vec<(u64, Vec<f32>)> = todo
-        .messages
-        .iter()
-        .map(|m| (m.seq, vector(&m.content)))
-        .collect();
-    store.put_vectors(&id, "toy", todo.through, &pairs).unwrap();
+    embed_archive(&store, &id, 100);
     let dest = Store::temporary().unwrap();
     store.copy_into(&dest).unwrap();
     assert_eq!(

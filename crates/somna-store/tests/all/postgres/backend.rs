@@ -180,8 +180,16 @@ fn a_write_waiting_on_a_lock_ends_at_the_statement_timeout() {
         "BEGIN",
         &format!("LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"),
     ]);
-    let e = store
-        .create_agent(&agent("late"), NOW)
+    // On its own thread, bounded: a write that is never cancelled fails the test instead of
+    // hanging it (a hang guard far above the 300 ms limit, below the store's 30 s default).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(writer.create_agent(&agent("late"), NOW).map(|_| ()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the write waited 20 s on the lock: no statement timeout cancelled it")
         .expect_err("a write went through a held lock")
         .to_string();
     assert!(e.contains("statement timeout"), "{e}");

@@ -5,7 +5,7 @@
 //! process exercise exactly what two processes would).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -267,8 +267,10 @@ fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
     let (_guard, a, b, id, shard, e) = a_owns_npc(&url, "fence_race");
 
     let taken = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicUsize::new(0));
     let writer = {
         let (a, id, taken) = (a.clone(), id.clone(), Arc::clone(&taken));
+        let written = Arc::clone(&written);
         std::thread::spawn(move || {
             let (mut acked, mut fenced_after_takeover) = (Vec::new(), 0);
             for i in 0..400 {
@@ -277,6 +279,7 @@ fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
                     Ok(m) => {
                         assert!(!started_after_takeover, "a{i} committed after the takeover");
                         acked.push(m.content);
+                        written.fetch_add(1, Ordering::SeqCst);
                     }
                     Err(StoreError::Fenced { epoch, .. }) => {
                         assert_eq!(epoch, Some(e));
@@ -293,8 +296,16 @@ fn a_takeover_under_concurrent_writes_loses_and_duplicates_nothing() {
             (acked, fenced_after_takeover)
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
-    // Expire A's lease and take the shard over while A keeps writing.
+    // A is writing: wait for its first commits (bounded), then expire its lease and take the
+    // shard over while it keeps writing.
+    let started = std::time::Instant::now();
+    while written.load(Ordering::SeqCst) < 10 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "A committed nothing in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     a.cluster()
         .unwrap()
         .renew(Duration::from_millis(1))
