@@ -465,19 +465,27 @@ enum CharClass {
 }
 
 fn char_class(c: char) -> CharClass {
-    if c.len_utf8() >= 3 {
-        return if c.is_whitespace() {
+    if c.is_ascii() {
+        if c.is_ascii_alphabetic() {
+            CharClass::Letter
+        } else if c.is_ascii_digit() {
+            CharClass::Digit
+        } else if c.is_ascii_whitespace() {
+            CharClass::Space
+        } else {
+            CharClass::Symbol
+        }
+    } else if c.len_utf8() >= 3 {
+        if c.is_whitespace() {
             CharClass::Space
         } else {
             CharClass::Wide
-        };
-    }
-    if c.is_alphabetic() {
+        }
+    } else if c.is_alphabetic() {
         CharClass::Letter
     } else if c.is_numeric() {
         CharClass::Digit
-    } else if c.is_whitespace() && c != '\u{b}' {
-        // The vertical tab, Unicode white space but not ASCII's, counts as a symbol.
+    } else if c.is_whitespace() {
         CharClass::Space
     } else {
         CharClass::Symbol
