@@ -32,6 +32,13 @@ sections = { topic_arc = 150, decisions = 100, pending = 100, user_facts = 80, a
     )
 }
 
+/// A temporary directory with [`config`] as its runtime.toml.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("runtime.toml"), config()).unwrap();
+    dir
+}
+
 /// The `somna` command in `dir` with a clean environment (and `token` as SOMNA_API_TOKEN).
 fn command(dir: &Path, token: Option<&str>) -> Command {
     let mut c = support::command(dir);
@@ -95,9 +102,8 @@ fn healthz(url: &str) -> String {
 
 #[test]
 fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
+    let project = project();
+    let dir = project.path();
     let served = serve(dir);
     let url = served.url.clone();
     let health = healthz(&url);
@@ -321,9 +327,8 @@ fn the_cli_drives_a_running_server_and_the_database_stays_consistent() {
 
 #[test]
 fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
+    let project = project();
+    let dir = project.path();
     let o = command(dir, None)
         .args(["run", "--serve", "0.0.0.0:0", "--for", "1s"])
         .output()
@@ -359,9 +364,8 @@ fn serve_refuses_a_public_address_without_a_token_and_create_works_locally() {
 /// server (its agents only, reads only), listed and revoked through the server.
 #[test]
 fn scoped_tokens_made_locally_reach_only_their_agents_and_are_revoked_through_the_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    std::fs::write(dir.join("runtime.toml"), config()).unwrap();
+    let project = project();
+    let dir = project.path();
     let made = command(dir, None)
         .args([
             "token",

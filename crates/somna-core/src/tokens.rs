@@ -465,30 +465,19 @@ enum CharClass {
 }
 
 fn char_class(c: char) -> CharClass {
-    if c.is_ascii() {
-        if c.is_ascii_alphabetic() {
-            CharClass::Letter
-        } else if c.is_ascii_digit() {
-            CharClass::Digit
-        } else if c.is_ascii_whitespace() {
-            CharClass::Space
-        } else {
-            CharClass::Symbol
-        }
-    } else if c.len_utf8() >= 3 {
-        if c.is_whitespace() {
-            CharClass::Space
-        } else {
-            CharClass::Wide
-        }
-    } else if c.is_alphabetic() {
-        CharClass::Letter
-    } else if c.is_numeric() {
-        CharClass::Digit
-    } else if c.is_whitespace() {
-        CharClass::Space
-    } else {
-        CharClass::Symbol
+    match c {
+        // ASCII first, by range: most characters of most text are ASCII.
+        'a'..='z' | 'A'..='Z' => CharClass::Letter,
+        '0'..='9' => CharClass::Digit,
+        // ASCII's white space; the vertical tab, which Unicode counts too, is a symbol here.
+        '\t' | '\n' | '\x0c' | '\r' | ' ' => CharClass::Space,
+        _ if c.is_ascii() => CharClass::Symbol,
+        _ if c.len_utf8() >= 3 && c.is_whitespace() => CharClass::Space,
+        _ if c.len_utf8() >= 3 => CharClass::Wide,
+        _ if c.is_alphabetic() => CharClass::Letter,
+        _ if c.is_numeric() => CharClass::Digit,
+        _ if c.is_whitespace() => CharClass::Space,
+        _ => CharClass::Symbol,
     }
 }
 

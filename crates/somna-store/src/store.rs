@@ -141,6 +141,19 @@ pub mod tree_names {
     pub const TOKENS: &str = "tokens";
 }
 
+/// Every value of `tree` (named `name` in errors), decoded, in key order.
+pub(crate) fn decode_all<T: serde::de::DeserializeOwned>(
+    tree: &Tree,
+    name: &'static str,
+) -> Result<Vec<T>> {
+    tree.iter()
+        .map(|item| {
+            let (key, value) = item?;
+            codec::decode(name, &key, &value)
+        })
+        .collect()
+}
+
 pub(crate) struct Trees {
     pub(crate) agents: Tree,
     pub(crate) history: Tree,
@@ -481,15 +494,7 @@ impl Store {
 
     /// Every agent's record (retired ones included), in id order.
     pub fn agents(&self) -> Result<Vec<AgentRecord>> {
-        self.inner
-            .trees
-            .agents
-            .iter()
-            .map(|item| {
-                let (k, v) = item?;
-                codec::decode(tree_names::AGENTS, &k, &v)
-            })
-            .collect()
+        decode_all(&self.inner.trees.agents, tree_names::AGENTS)
     }
 
     /// Replaces the agent's run-time config overrides.

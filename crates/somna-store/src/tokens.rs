@@ -200,15 +200,7 @@ impl Store {
 
     /// Every token, by name.
     pub fn tokens(&self) -> Result<Vec<ApiToken>> {
-        self.inner
-            .trees
-            .tokens
-            .iter()
-            .map(|item| {
-                let (key, value) = item?;
-                codec::decode(tree_names::TOKENS, &key, &value)
-            })
-            .collect()
+        crate::store::decode_all(&self.inner.trees.tokens, tree_names::TOKENS)
     }
 
     /// Revokes (deletes) the token named `name`: `Ok(false)` when there is none. Flushed before

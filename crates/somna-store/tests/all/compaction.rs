@@ -1,7 +1,7 @@
 //! commit_compaction, commit_masking and uncompact: the atomic rewrites of history.
 
-use somna_core::{EventRecord, JournalQuery, MessageKind, SourceType, Timestamp};
-use somna_store::{CommitOutcome, StoreError, UncompactOutcome};
+use somna_core::{AgentId, EventRecord, JournalQuery, MessageKind, SourceType, Timestamp};
+use somna_store::{CommitOutcome, CompactionCommit, Store, StoreError, UncompactOutcome};
 
 use crate::common::*;
 
@@ -17,6 +17,15 @@ on_both_backends!(
     a_compaction_over_masked_placeholders_restores_them_on_undo,
     uncompact_of_something_that_is_not_a_summary_is_not_found,
 );
+
+/// Commits `commit`, which must change nothing (a conflict leaves the agent exactly as it was);
+/// returns the outcome for the caller to check.
+fn refused(store: &Store, id: &AgentId, commit: &CompactionCommit) -> CommitOutcome {
+    let before = snapshot(store, id);
+    let outcome = store.commit_compaction(id, commit).unwrap();
+    assert_eq!(snapshot(store, id), before, "{outcome:?} changed the agent");
+    outcome
+}
 
 fn commit_moves_covered_messages_to_the_archive() {
     let (store, id) = store_with_agent!();
@@ -104,13 +113,11 @@ fn a_changed_covered_message_is_a_conflict_and_changes_nothing() {
     let mut covered = all[..20].to_vec();
     covered[7].content.push_str(" (edited)");
     let commit = commit_for(&covered, "stale", NOW);
-    let before = snapshot(&store, &id);
-    let outcome = store.commit_compaction(&id, &commit).unwrap();
+    let outcome = refused(&store, &id, &commit);
     assert!(
         matches!(&outcome, CommitOutcome::Conflict { seq: 7, reason } if reason.contains("changed")),
         "{outcome:?}"
     );
-    assert_eq!(snapshot(&store, &id), before);
     assert_clean(&store, &id);
 }
 
@@ -122,26 +129,22 @@ fn a_gone_covered_message_is_a_conflict_and_changes_nothing() {
     store
         .commit_masking(&id, vec![masked_of(&all[12])], NOW)
         .unwrap();
-    let before = snapshot(&store, &id);
-    let outcome = store.commit_compaction(&id, &plan).unwrap();
+    let outcome = refused(&store, &id, &plan);
     assert!(
         matches!(outcome, CommitOutcome::Conflict { seq: 12, .. }),
         "{outcome:?}"
     );
-    assert_eq!(snapshot(&store, &id), before);
 
     // An earlier compaction took messages 0..10: a plan covering 5..20 finds 5 gone.
     let (store, id) = store_with_agent!();
     let all = append_n(&store, &id, 30);
     let late_plan = commit_for(&all[5..20], "late", NOW);
     compact(&store, &id, &all[..10], "first");
-    let before = snapshot(&store, &id);
-    let outcome = store.commit_compaction(&id, &late_plan).unwrap();
+    let outcome = refused(&store, &id, &late_plan);
     assert!(
         matches!(&outcome, CommitOutcome::Conflict { seq: 5, reason } if reason.contains("no longer")),
         "{outcome:?}"
     );
-    assert_eq!(snapshot(&store, &id), before);
     assert_clean(&store, &id);
 }
 
@@ -151,15 +154,11 @@ fn an_uncovered_message_inside_the_run_is_a_conflict() {
     // The plan skips message 9: the summary would replace a run with a hole in it.
     let mut covered = all[..20].to_vec();
     covered.remove(9);
-    let before = snapshot(&store, &id);
-    let outcome = store
-        .commit_compaction(&id, &commit_for(&covered, "holey", NOW))
-        .unwrap();
+    let outcome = refused(&store, &id, &commit_for(&covered, "holey", NOW));
     assert!(
         matches!(outcome, CommitOutcome::Conflict { seq: 9, .. }),
         "{outcome:?}"
     );
-    assert_eq!(snapshot(&store, &id), before);
 }
 
 fn malformed_commits_are_errors() {
