@@ -55,10 +55,13 @@ fn somna(dir: &Path) -> Command {
 fn start(dir: &Path, name: &str) -> Node {
     use std::io::BufRead;
     let mut child = somna(dir)
+        .env("SOMNA_LOG", "warn")
         .args(["--set", &format!("cluster.node={name}")])
         .args(["run", "--cluster", "--serve", "127.0.0.1:0", "--quiet"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join(format!("{name}.log"))).unwrap(),
+        ))
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();
@@ -198,28 +201,78 @@ fn sample_ownership(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::Jo
 
 /// Puts `sample` agents (spread over all) to sleep through the node that runs each (the status's
 /// `host`, asked of `nodes[0]`), so that their logs get an event from their current node.
-/// Returns how many slept.
-fn sleep_sample(nodes: &[&Node], agents: u64, sample: u64) -> u64 {
+/// Returns how many slept and why the others did not (an error code, `no host`, a transport
+/// error), counted.
+fn sleep_sample(
+    nodes: &[&Node],
+    agents: u64,
+    sample: u64,
+) -> (u64, std::collections::BTreeMap<String, u64>) {
     let client = reqwest::blocking::Client::new();
     let step = (agents / sample).max(1);
     let mut slept = 0;
+    let mut failed = std::collections::BTreeMap::new();
+    let mut fail = |why: String| *failed.entry(why).or_insert(0) += 1;
     for i in (0..agents).step_by(step as usize) {
         let path = format!("/v1/agents/npc{i:05}");
-        let Ok(status) = client.get(format!("{}{path}", nodes[0].url)).send() else {
-            continue;
+        let status: Value = match client.get(format!("{}{path}", nodes[0].url)).send() {
+            Ok(answer) if !answer.status().is_success() => {
+                let code = answer.status().as_u16();
+                let body: Value = answer.json().unwrap_or_default();
+                let error = body["error"]["code"].as_str().unwrap_or("?").to_string();
+                fail(format!("status {code} {error}"));
+                continue;
+            }
+            Ok(answer) => answer.json().unwrap_or_default(),
+            Err(e) => {
+                fail(format!("status: {}", transport(&e)));
+                continue;
+            }
         };
-        let status: Value = status.json().unwrap_or_default();
         let Some(host) = nodes.iter().find(|n| status["host"] == n.name.as_str()) else {
+            fail(format!("no host ({})", status["host"]));
             continue;
         };
-        let answer = client
+        match client
             .post(format!("{}{path}/sleep", host.url))
             .header("content-type", "application/json")
             .body("{}")
-            .send();
-        slept += u64::from(answer.is_ok_and(|a| a.status().is_success()));
+            .send()
+        {
+            Ok(a) if a.status().is_success() => slept += 1,
+            Ok(a) => {
+                let code = a.status().as_u16();
+                let body: Value = a.json().unwrap_or_default();
+                fail(format!(
+                    "{code} {}",
+                    body["error"]["code"].as_str().unwrap_or("?")
+                ));
+            }
+            Err(e) => fail(format!("sleep: {}", transport(&e))),
+        }
     }
-    slept
+    (slept, failed)
+}
+
+/// A transport error in a word.
+fn transport(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else {
+        "transport"
+    }
+}
+
+/// `slept` and the reasons of the rest, for the table.
+fn sleeps_row((slept, failed): &(u64, std::collections::BTreeMap<String, u64>)) -> String {
+    let why: Vec<String> = failed.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+    if why.is_empty() {
+        format!("{slept}")
+    } else {
+        format!("{slept} (not: {})", why.join(", "))
+    }
 }
 
 /// Reads the event logs of `sample` agents through `node`: every event names its writer, epochs
@@ -362,6 +415,28 @@ fn main() {
     ));
 
     let slept = sleep_sample(&[&n1], agents, 500);
+    rows.push((
+        "sleeps asked on node-1 that answered (of 500)".into(),
+        sleeps_row(&slept),
+    ));
+    // What node-1 warned about so far (a lease it failed to renew would show here).
+    let log = std::fs::read_to_string(dir.join("node-1.log")).unwrap_or_default();
+    let mut warnings: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for line in log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+    {
+        // The level, the target and the message, without the fields (`agent=…`).
+        let message: Vec<&str> = line
+            .split_whitespace()
+            .skip(1)
+            .take_while(|w| !w.contains('='))
+            .collect();
+        *warnings.entry(message.join(" ")).or_insert(0) += 1;
+    }
+    for (message, n) in &warnings {
+        println!("node-1 logged ×{n}: {message}");
+    }
 
     // From here on, sample how many agents the nodes host at once (all three URLs are fixed).
     let n2 = start(dir, "node-2");
@@ -420,12 +495,17 @@ fn main() {
     // The same sample sleeps again on the nodes that run it now: the agents that moved have
     // events from two nodes, in lease order.
     let slept_again = sleep_sample(&[&n2, &n3], agents, 500);
+    rows.push((
+        "sleeps asked again on the nodes that run them (of 500)".into(),
+        sleeps_row(&slept_again),
+    ));
     let (read, events, moved) = check_logs(&n2, agents, 500);
     rows.push((
         "event logs read back: writer epochs never go back, one node per epoch".into(),
         format!(
-            "{read} agents ({slept} + {slept_again} sleeps asked), {events} events, \
-             {moved} logs written by two nodes"
+            "{read} agents ({} + {} sleeps answered), {events} events, \
+             {moved} logs written by two nodes",
+            slept.0, slept_again.0
         ),
     ));
     assert!(

@@ -31,10 +31,16 @@ use somna_store::cluster::{shard_of, wanted_shards};
 use super::{Inner, Runtime};
 use crate::ops;
 
-/// Starts the membership and inbox tasks of a runtime whose store is a cluster node, on its job
-/// pool. They hold the runtime weakly and end when it is dropped or `stop` turns true.
+/// Starts the membership and inbox tasks of a runtime whose store is a cluster node, on the
+/// node's own cluster worker (never behind agents' jobs: a renewal that waits loses the leases).
+/// They hold the runtime weakly and end when it is dropped or `stop` turns true.
 pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: watch::Receiver<bool>) {
-    let handle = &runtime.inner.jobs.handle;
+    let handle = &runtime
+        .inner
+        .cluster_tasks
+        .as_ref()
+        .unwrap_or(&runtime.inner.jobs)
+        .handle;
     let weak = Arc::downgrade(&runtime.inner);
     handle.spawn(membership(weak.clone(), section.clone(), stop.clone()));
     handle.spawn(inbox(weak, section.clone(), stop));
@@ -663,6 +669,82 @@ fn deliver(runtime: &Runtime) -> Result<usize, somna_store::StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node whose job pool is busy for several lease periods (every worker held by synchronous
+    /// work, as agents' jobs under load hold them with store calls) keeps its leases: the
+    /// membership task runs on the node's own worker. On the job pool it could not renew, lost
+    /// every lease, and fenced its own agents (the cluster bench: 51 of 500 sleeps answered).
+    #[actix_rt::test]
+    async fn a_node_whose_job_pool_is_busy_keeps_its_leases() {
+        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
+            return;
+        };
+        let schema = format!("rt_busy_pool_{}", std::process::id());
+        let store = somna_store::Store::open_postgres_cluster(
+            &url,
+            somna_store::PostgresOptions {
+                schema: schema.clone(),
+                pool_size: 4,
+            },
+            somna_store::ClusterOptions {
+                node: "busy-node".into(),
+                shards: 4,
+                statement_timeout: Duration::from_secs(2),
+            },
+        )
+        .unwrap();
+        let toml = "[cluster]\nshards = 4\nrenew_every = \"100ms\"\nlease_ttl = \"1s\"\n\
+                    [[agents]]\nid = \"ada\"\n[[agents]]\nid = \"bob\"\n";
+        let cfg = somna_core::config::ResolvedConfig::load(toml, "test.toml", &[]).unwrap();
+        let runtime = Runtime::start(
+            cfg,
+            store.clone(),
+            Arc::new(somna_llm::BuiltinClient::new()),
+            crate::RuntimeOptions {
+                schedule_sleeps: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let view = store.cluster().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while view.held().len() < 4 {
+            assert!(Instant::now() < deadline, "the node never took its shards");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let epochs = |leases: Vec<somna_store::ShardLease>| -> Vec<(u32, u64)> {
+            leases.into_iter().map(|l| (l.shard, l.epoch)).collect()
+        };
+        let before = epochs(view.leases().unwrap());
+
+        // Every worker of the job pool (and as many again queued) held for three lease periods.
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let busy: Vec<_> = (0..workers * 2)
+            .map(|_| {
+                runtime
+                    .inner
+                    .jobs
+                    .handle
+                    .spawn(async { std::thread::sleep(Duration::from_secs(3)) })
+            })
+            .collect();
+        for task in busy {
+            task.await.unwrap();
+        }
+
+        let after = view.leases().unwrap();
+        assert!(
+            after
+                .iter()
+                .all(|l| l.remaining_ms > 0 && l.owner.as_deref() == Some("busy-node")),
+            "the node lost leases while its job pool was busy: {after:?}"
+        );
+        assert_eq!(epochs(after), before, "leases were lost and taken again");
+        runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+        drop((runtime, store));
+        let _ = somna_store::Store::temporary_postgres_in(&url, &schema);
+    }
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

@@ -87,6 +87,10 @@ struct Inner {
     /// Agents by state and usage, counted by the agents themselves.
     gauges: AgentGauges,
     jobs: JobPool,
+    /// A cluster node's own worker for its membership and inbox tasks, apart from the jobs: on
+    /// the job pool, a node under load renewed its leases late (the tasks waited behind agents'
+    /// jobs) and lost them, fencing its own agents (cluster mode only).
+    cluster_tasks: Option<JobPool>,
     /// Turned true at shutdown: stops the cluster's membership and inbox tasks (cluster mode
     /// only).
     cluster_stop: tokio::sync::watch::Sender<bool>,
@@ -119,9 +123,14 @@ struct JobPool {
 
 impl JobPool {
     fn new(threads: usize) -> std::io::Result<Self> {
+        Self::named(threads, "somna-job")
+    }
+
+    /// A pool of `threads` workers whose threads are called `name`.
+    fn named(threads: usize, name: &str) -> std::io::Result<Self> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
-            .thread_name("somna-job")
+            .thread_name(name)
             .enable_all()
             .build()?;
         Ok(JobPool {
@@ -161,6 +170,11 @@ impl Runtime {
         });
         let compactor = Compactor::new(store.clone(), Arc::clone(&llm));
         let jobs = JobPool::new(cores).map_err(RuntimeError::JobPool)?;
+        let cluster_tasks = store
+            .cluster()
+            .map(|_| JobPool::named(1, "somna-cluster"))
+            .transpose()
+            .map_err(RuntimeError::JobPool)?;
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 store: store.clone(),
@@ -177,6 +191,7 @@ impl Runtime {
                 stats: Arc::new(TickStats::default()),
                 gauges: AgentGauges::new(),
                 jobs,
+                cluster_tasks,
                 llm,
                 config,
                 cluster_stop: tokio::sync::watch::Sender::new(false),
