@@ -35,15 +35,21 @@ use crate::ops;
 /// node's own cluster worker (never behind agents' jobs: a renewal that waits loses the leases).
 /// They hold the runtime weakly and end when it is dropped or `stop` turns true.
 pub(super) fn start(runtime: &Runtime, section: &ClusterSection, stop: watch::Receiver<bool>) {
-    let handle = &runtime
+    let handle = &cluster_handle(runtime);
+    let weak = Arc::downgrade(&runtime.inner);
+    handle.spawn(membership(weak.clone(), section.clone(), stop.clone()));
+    handle.spawn(inbox(weak, section.clone(), stop));
+}
+
+/// The node's own cluster worker (the job pool when it has none).
+fn cluster_handle(runtime: &Runtime) -> tokio::runtime::Handle {
+    runtime
         .inner
         .cluster_tasks
         .as_ref()
         .unwrap_or(&runtime.inner.jobs)
-        .handle;
-    let weak = Arc::downgrade(&runtime.inner);
-    handle.spawn(membership(weak.clone(), section.clone(), stop.clone()));
-    handle.spawn(inbox(weak, section.clone(), stop));
+        .handle
+        .clone()
 }
 
 /// Resolves once `stop` turns true, or at once when its sender is gone (the runtime dropped).
@@ -496,7 +502,9 @@ async fn inbox(weak: Weak<Inner>, section: ClusterSection, mut stop: watch::Rece
 
 /// Connects to NATS (once) and forwards every wake-up on the store's subject to `wake`.
 async fn subscribe(runtime: &Runtime, section: &ClusterSection, wake: Arc<Notify>) -> bool {
-    let handle = runtime.inner.jobs.handle.clone();
+    // On the cluster worker too: on the job pool, the task publishing this node's events fell
+    // behind under load (`events not published to the cluster (lagging)`).
+    let handle = cluster_handle(runtime);
     // Credentials go to the client apart from the URL: async-nats logs the URL it connects to
     // (at debug level), password included.
     let url = section.nats_url.expose();
