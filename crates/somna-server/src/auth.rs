@@ -112,34 +112,31 @@ impl Tokens {
         secret: &str,
     ) -> Result<Option<(String, TokenScope)>, StoreError> {
         let hash = hash_secret(secret);
-        {
-            let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
-            if cache
-                .loaded
-                .is_some_and(|at| at.elapsed() < TOKENS_FRESH_FOR)
-            {
-                return Ok(cache.by_hash.get(&hash).cloned());
-            }
+        let fresh = self
+            .cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .loaded
+            .is_some_and(|at| at.elapsed() < TOKENS_FRESH_FOR);
+        if !fresh {
+            self.reload(store)?;
         }
-        let cache = self.reload(store)?;
-        Ok(cache.get(&hash).cloned())
+        let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
+        Ok(cache.by_hash.get(&hash).cloned())
     }
 
     /// Reads the tokens from the store again (after this server made or revoked one, or when
-    /// the cache is stale); returns the new map.
-    pub(crate) fn reload(
-        &self,
-        store: &Store,
-    ) -> Result<HashMap<String, (String, TokenScope)>, StoreError> {
-        let by_hash: HashMap<String, (String, TokenScope)> = store
+    /// the cache is stale).
+    pub(crate) fn reload(&self, store: &Store) -> Result<(), StoreError> {
+        let by_hash = store
             .tokens()?
             .into_iter()
             .map(|t| (t.hash, (t.name, t.scope)))
             .collect();
         let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
         cache.loaded = Some(Instant::now());
-        cache.by_hash = by_hash.clone();
-        Ok(by_hash)
+        cache.by_hash = by_hash;
+        Ok(())
     }
 }
 

@@ -599,17 +599,13 @@ class _TokenList(Model):
 
 
 @dataclass(frozen=True)
-class CreatedToken(Model):
-    """A token just made: ``token`` is its secret, shown this once (the server keeps only its
-    SHA-256)."""
+class CreatedToken(TokenInfo):
+    """A token just made: what :class:`TokenInfo` lists, and ``token``, its secret, shown this
+    once (the server keeps only its SHA-256)."""
 
     _schema = "CreatedToken"
 
     token: str
-    name: str
-    agents: str
-    access: str
-    created_at: int
 
 
 # ---------------------------------------------------------------------------------------------
