@@ -1,7 +1,8 @@
 //! somna-store benchmarks: append throughput (single and batches of 100), the O(1) usage read on an
 //! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages and its uncompact,
 //! reading a history of 2,000, the journal query for synthesis entries, and archive search over
-//! 100,000 archived messages.
+//! 100,000 archived messages; and decoding 2,000 stored messages with serde and without
+//! (`decode_2000_messages`, no IO).
 //!
 //! Every benchmark runs on sled (a temporary directory on disk, the default 500 ms background
 //! flush) and, when `SOMNA_BENCH_PG_URL` (or `SOMNA_TEST_PG_URL`) names a PostgreSQL database, on
@@ -334,8 +335,65 @@ fn search_on(c: &mut Criterion, backend: &str) {
     group.finish();
 }
 
+/// Decoding stored messages, no IO: serde's generic path against `codec::decode_message` (which
+/// reads a message without serde when it can), on 2,000 messages of a conversation with names,
+/// a tool call now and then, and a summary.
+fn decode(c: &mut Criterion) {
+    use somna_core::{MessageKind, SummaryMeta, ToolCall};
+    use somna_store::codec;
+    let values: Vec<Vec<u8>> = (0..2_000u64)
+        .map(|i| {
+            let mut m = message(i);
+            m.seq = i;
+            match i % 10 {
+                0 => m.name = Some("Aldric".into()),
+                3 => {
+                    m.tool_calls = vec![ToolCall {
+                        id: format!("call_{i}"),
+                        name: "journal_add".into(),
+                        arguments: "{\"text\":\"the bridge\"}".into(),
+                    }]
+                }
+                7 if i == 7 => {
+                    m.kind = MessageKind::Summary(SummaryMeta {
+                        covers_from_seq: 0,
+                        covers_through_seq: 6,
+                        compacted_count: 7,
+                        original_tokens: 300,
+                        summary_tokens: 40,
+                        generation: 1,
+                        compacted_at: NOW,
+                    })
+                }
+                _ => {}
+            }
+            codec::encode("history", &m).unwrap()
+        })
+        .collect();
+    let mut group = c.benchmark_group("decode_2000_messages");
+    group.throughput(Throughput::Elements(values.len() as u64));
+    group.bench_function("serde", |b| {
+        b.iter(|| {
+            values
+                .iter()
+                .map(|v| codec::decode::<Message>("history", b"k", v).unwrap())
+                .collect::<Vec<_>>()
+        })
+    });
+    group.bench_function("decode_message", |b| {
+        b.iter(|| {
+            values
+                .iter()
+                .map(|v| codec::decode_message("history", b"k", v).unwrap())
+                .collect::<Vec<_>>()
+        })
+    });
+    group.finish();
+}
+
 /// Each benchmark on every backend in turn.
 fn benches(c: &mut Criterion) {
+    decode(c);
     let each: [fn(&mut Criterion, &str); 5] =
         [append_on, usage_on, compaction_on, journal_on, search_on];
     for bench in each {

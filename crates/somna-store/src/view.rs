@@ -161,7 +161,7 @@ pub(crate) fn live_tail(
 pub(crate) fn decode_all(entries: &[(Bytes, Bytes)]) -> Result<Vec<Message>> {
     entries
         .iter()
-        .map(|(k, v)| codec::decode(tree_names::HISTORY, k, v))
+        .map(|(k, v)| codec::decode_message(tree_names::HISTORY, k, v))
         .collect()
 }
 
@@ -206,7 +206,7 @@ pub(crate) fn archived(
             Ok((key, value)) => {
                 let parsed = keys::parse_message(prefix_len, &key)?;
                 hiding(covers, parsed)?;
-                Some(codec::decode::<Message>(tree_names::HISTORY, &key, &value).map(|m| (key, m)))
+                Some(codec::decode_message(tree_names::HISTORY, &key, &value).map(|m| (key, m)))
             }
             Err(e) => Some(Err(e)),
         })
@@ -216,7 +216,7 @@ pub(crate) fn archived(
         .range(start..end)
         .map(|item| {
             let (key, value) = item?;
-            let message: Message = codec::decode(tree_names::ARCHIVE, &key, &value)?;
+            let message: Message = codec::decode_message(tree_names::ARCHIVE, &key, &value)?;
             Ok((key, message))
         })
         .peekable();

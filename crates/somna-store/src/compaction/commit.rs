@@ -253,7 +253,7 @@ fn compare_covered(
         if encoded.as_slice() == value.as_ref() {
             continue;
         }
-        let current: Message = codec::decode(tree_names::HISTORY, key, value)?;
+        let current: Message = codec::decode_message(tree_names::HISTORY, key, value)?;
         if current != *message {
             return Ok(Some((
                 message.seq,

@@ -71,7 +71,7 @@ impl Store {
                     reason: format!("history message {seq} is gone"),
                 });
             };
-            let original: Message = codec::decode(tree_names::HISTORY, &key, &value)?;
+            let original: Message = codec::decode_message(tree_names::HISTORY, &key, &value)?;
             if !original.is_normal() {
                 return Ok(CommitOutcome::Conflict {
                     seq,

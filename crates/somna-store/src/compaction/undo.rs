@@ -124,7 +124,8 @@ impl Store {
             return Ok(UncompactOutcome::NotFound);
         };
         let undo: UndoRecord = codec::decode(tree_names::UNDO, &summary_key, &undo_value)?;
-        let summary: Message = codec::decode(tree_names::HISTORY, &summary_key, &summary_value)?;
+        let summary: Message =
+            codec::decode_message(tree_names::HISTORY, &summary_key, &summary_value)?;
 
         let mut next = guard.clone();
         let mut writes = WriteSet::with_capacity(2 * undo.replaced.len() + 4);
@@ -204,7 +205,8 @@ impl Store {
                             keys::render(&key)
                         )));
                     };
-                    let message: Message = codec::decode(tree_names::ARCHIVE, &key, &value)?;
+                    let message: Message =
+                        codec::decode_message(tree_names::ARCHIVE, &key, &value)?;
                     restored_tokens += u64::from(message.tokens);
                     unarchived += 1;
                     writes.take(TreeId::Archive, key.clone(), value.clone(), *seq);

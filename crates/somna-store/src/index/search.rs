@@ -158,7 +158,7 @@ impl Store {
         let mut elsewhere: Vec<usize> = Vec::new();
         for (i, value) in in_history.into_iter().enumerate() {
             let message: Option<Message> = match value {
-                Some(v) => Some(codec::decode(tree_names::HISTORY, &keys[i], &v)?),
+                Some(v) => Some(codec::decode_message(tree_names::HISTORY, &keys[i], &v)?),
                 None => None,
             };
             match message {
@@ -176,7 +176,8 @@ impl Store {
             let values = trees.archive.get_many(&archive_keys)?;
             for (&i, value) in elsewhere.iter().zip(values) {
                 if let Some(v) = value {
-                    let original: Message = codec::decode(tree_names::ARCHIVE, &keys[i], &v)?;
+                    let original: Message =
+                        codec::decode_message(tree_names::ARCHIVE, &keys[i], &v)?;
                     out[i] = matches!(original.kind, MessageKind::Normal).then_some(original);
                 }
             }
@@ -241,7 +242,7 @@ impl Store {
         let key = keys::seq(id, seq);
         let hidden = covers.iter().any(|c| c.contains(seq));
         let in_history: Option<Message> = match trees.history.get(&key)? {
-            Some(v) => Some(codec::decode(tree_names::HISTORY, &key, &v)?),
+            Some(v) => Some(codec::decode_message(tree_names::HISTORY, &key, &v)?),
             None => None,
         };
         let original = match in_history {
@@ -251,7 +252,7 @@ impl Store {
             // Masked in place (its original is in the archive tree), or moved there by a layout-1
             // compaction.
             _ => match trees.archive.get(&key)? {
-                Some(v) => codec::decode::<Message>(tree_names::ARCHIVE, &key, &v)?,
+                Some(v) => codec::decode_message(tree_names::ARCHIVE, &key, &v)?,
                 None => return Ok(None),
             },
         };
