@@ -220,16 +220,18 @@ impl Job {
     pub async fn run(self) -> JobOutcome {
         let mut out = JobOutcome::default();
         let ctx = self.ctx;
+        // The live history the step replied over, its reply included (the tiredness check's).
+        let mut replied_over = None;
         let result = match self.kind {
             JobKind::Emergency { then_step } => {
                 let r = ctx.compact(Trigger::Emergency, &mut out).await;
                 if r.is_ok() && then_step {
-                    ctx.step(&mut out).await
+                    ctx.step(&mut out).await.map(|h| replied_over = h)
                 } else {
                     r
                 }
             }
-            JobKind::Step => ctx.step(&mut out).await,
+            JobKind::Step => ctx.step(&mut out).await.map(|h| replied_over = h),
             JobKind::Sleep { tired } => ctx.sleep(tired, &mut out).await,
             JobKind::Compact { force } => {
                 let trigger = if force {
@@ -244,7 +246,7 @@ impl Job {
             self.kind,
             JobKind::Step | JobKind::Emergency { then_step: true }
         ) {
-            out.tired = ctx.tired(out.calibration.as_ref());
+            out.tired = ctx.tired(out.calibration.as_ref(), replied_over);
         }
         if let Err(e) = result {
             // The one place a job's error becomes text (for `Event::Error` and `SleepResult`).
@@ -262,8 +264,10 @@ impl JobContext {
     /// risks an emergency compaction in the middle of the conversation; and the plan a sleep
     /// would make has a body, so that a sleep brought forward never only consolidates. Coming
     /// as late as that, a sleep's compaction frees about what an emergency one would, so the
-    /// agent does not compact more often. `calibration`: the step's new one, if any.
-    fn tired(&self, calibration: Option<&Calibration>) -> bool {
+    /// agent does not compact more often. `calibration`: the step's new one, if any;
+    /// `history`: the live history the step replied over with its reply, read again when `None`
+    /// (an input that arrived during the step is not in it: the check is a forecast either way).
+    fn tired(&self, calibration: Option<&Calibration>, history: Option<Vec<Message>>) -> bool {
         let cfg = &self.config.compaction;
         if !cfg.enabled {
             return false;
@@ -281,8 +285,12 @@ impl JobContext {
         if usage.fraction() < cfg.sleep_threshold {
             return false;
         }
-        let Ok(history) = self.deps.store.history(&self.id) else {
-            return false;
+        let history = match history {
+            Some(history) => history,
+            None => match self.deps.store.history(&self.id) {
+                Ok(history) => history,
+                Err(_) => return false,
+            },
         };
         // A mean exchange: the live turns' tokens over the replies among them.
         let (turns, replies) =
@@ -441,27 +449,31 @@ impl JobContext {
     }
 
     /// Scores observations, then (if a reply is owed) calls the LLM, runs built-in tools, hands
-    /// host tool calls to the host, and appends the reply.
-    async fn step(&self, out: &mut JobOutcome) -> Result<(), JobError> {
+    /// host tool calls to the host, and appends the reply. Returns the live history the reply
+    /// was made over with the reply at its end, when the step ended in one.
+    async fn step(&self, out: &mut JobOutcome) -> Result<Option<Vec<Message>>, JobError> {
         self.score_observations(out).await?;
         if !self.needs_reply {
-            return Ok(());
+            return Ok(None);
         }
         let store = &self.deps.store;
         let specs = tools::all_specs(&self.config);
         let mut calibration = self.calibration;
+        // Read once for the first round; a tool round reads it again (its results appended).
+        let mut history = store.history(&self.id)?;
         // The input's vector, once per turn (the tool rounds after it retrieve for the same input).
         let mut query: Option<(String, Vec<f32>)> = None;
         if let Some(semantic) = &self.deps.semantic {
-            let history = store.history(&self.id)?;
             let input = prompt::latest_input(&history);
             let embedder = semantic.embedder.as_ref();
             if let Some(v) = crate::semantic::embed_query(embedder, &self.id, input).await {
                 query = Some((embedder.model().to_string(), v));
             }
         }
-        for _round in 0..MAX_TOOL_ROUNDS {
-            let history = store.history(&self.id)?;
+        for round in 0..MAX_TOOL_ROUNDS {
+            if round > 0 {
+                history = store.history(&self.id)?;
+            }
             let semantic = query.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
             let (built, _) = prompt::assemble_with(
                 store,
@@ -532,10 +544,11 @@ impl JobContext {
                 self.emit(Event::AgentReplied {
                     agent: self.id.clone(),
                     seq: reply.seq,
-                    text: reply.content,
+                    text: reply.content.clone(),
                     usage: out.chat_usage,
                 });
-                return Ok(());
+                history.push(reply);
+                return Ok(Some(history));
             }
             let mut waiting = Vec::new();
             for call in &response.tool_calls {
@@ -561,7 +574,7 @@ impl JobContext {
             }
             if !waiting.is_empty() {
                 out.pending_tools = waiting;
-                return Ok(());
+                return Ok(None);
             }
         }
         // Never silently: the host hears that the turn ended without a reply, and the status shows
@@ -571,7 +584,7 @@ impl JobContext {
             agent: self.id.clone(),
             rounds: MAX_TOOL_ROUNDS,
         });
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -226,6 +226,18 @@ pub fn build(
     }
 }
 
+/// The tokens of the prompt [`build`] makes without a working context, when the persona, the
+/// summaries and the whole live history fit the budget (then nothing is left out or cut, and the
+/// total is what they count); `None` when they do not (only `build` knows what it leaves out).
+/// Counts what `build` counts without building it: the live turns are not copied.
+fn fitting_total(config: &AgentConfig, history: &[Message], counter: &TokenCounter) -> Option<u64> {
+    let persona = counter.count_message(&Message::new(Role::System, &config.persona));
+    let total = u64::from(persona)
+        + history.iter().map(|m| u64::from(m.tokens)).sum::<u64>()
+        + u64::from(REPLY_PRIMING);
+    (total <= config.compaction.prompt_budget()).then_some(total)
+}
+
 /// How many leading messages of `rest` can leave the prompt together: one, or an assistant turn
 /// with tool calls and the tool results that answer it (a cut never separates them). Never the
 /// last message.
@@ -296,12 +308,18 @@ pub fn assemble_with(
     // least its reserved share while usage is below the thresholds, more when the live history is
     // short.
     // A share of 0 turns the working context off.
-    let bare = build(config, &WorkingContext::default(), history, counter);
     let room = if config.compaction.working_budget() == 0 {
         0
     } else {
         let cap = config.compaction.working_budget().max(NOTE_ROOM);
-        bare.budget.saturating_sub(bare.total_tokens()).min(cap)
+        let bare = fitting_total(config, history, counter).unwrap_or_else(|| {
+            build(config, &WorkingContext::default(), history, counter).total_tokens()
+        });
+        config
+            .compaction
+            .prompt_budget()
+            .saturating_sub(bare)
+            .min(cap)
     };
     let query = Query::latest(history, semantic);
     let working = WorkingContext::gather_with(store, agent, &query, config, counter, room)?;
@@ -371,4 +389,92 @@ pub fn search_archive(
         .into_iter()
         .map(|h| h.message)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use somna_core::{SummaryMeta, Timestamp};
+
+    /// A history of `n` turns (a leading summary first when `summary`), each counted as stored.
+    fn history(n: usize, summary: bool, counter: &TokenCounter) -> Vec<Message> {
+        let mut out = Vec::new();
+        if summary {
+            let mut s = Message::new(
+                Role::System,
+                format!(
+                    "{} The miller owes the smith [1] two sacks.",
+                    Message::SUMMARY_PREFIX
+                ),
+            );
+            s.tokens = counter.count_message(&s);
+            s.kind = MessageKind::Summary(SummaryMeta {
+                covers_from_seq: 0,
+                covers_through_seq: 9,
+                compacted_count: 10,
+                original_tokens: 400,
+                summary_tokens: s.tokens,
+                generation: 1,
+                compacted_at: Timestamp(0),
+            });
+            out.push(s);
+        }
+        for i in 0..n {
+            let text = "wolves by the mill ".repeat(1 + i % 7);
+            let mut m = if i % 2 == 0 {
+                Message::user(text).with_name("Aldric")
+            } else {
+                Message::assistant(text)
+            };
+            m.seq = 10 + i as u64;
+            m.tokens = counter.count_message(&m);
+            out.push(m);
+        }
+        out
+    }
+
+    /// The total counted without building is the built prompt's whenever it is given (every
+    /// window from far too small to ample; a refused one is built, as before).
+    #[test]
+    fn the_total_counted_without_building_is_the_built_prompts() {
+        let counter = TokenCounter::for_model("gpt-4o");
+        let mut config = AgentConfig::with_builtin_defaults(AgentId::new("smith").unwrap());
+        config.model = "gpt-4o".into();
+        config.compaction.max_reply_tokens = 64;
+        let (mut given, mut refused) = (0, 0);
+        for summary in [false, true] {
+            for n in [1, 2, 5, 20, 60] {
+                let history = history(n, summary, &counter);
+                for window in (128..4_000).step_by(61) {
+                    config.compaction.max_context_tokens = window;
+                    let built = build(&config, &WorkingContext::default(), &history, &counter);
+                    // Nothing left out or cut: every live turn whole, the persona whole.
+                    let live = &history[usize::from(summary)..];
+                    let whole = built.dropped_turns == 0
+                        && built.messages.len() == live.len() + 1
+                        && built.messages[0].content.starts_with(&config.persona)
+                        && built.messages[1..]
+                            .iter()
+                            .zip(live)
+                            .all(|(b, m)| b.content == m.content);
+                    match fitting_total(&config, &history, &counter) {
+                        Some(total) => {
+                            given += 1;
+                            assert_eq!(total, built.total_tokens(), "{n} turns, window {window}");
+                            assert!(
+                                whole,
+                                "{n} turns, window {window}: the build left something out"
+                            );
+                        }
+                        // Over the budget as stored: `assemble` builds it, as before.
+                        None => refused += 1,
+                    }
+                }
+            }
+        }
+        assert!(
+            given > 100 && refused > 30,
+            "{given} given, {refused} refused"
+        );
+    }
 }
