@@ -13,7 +13,8 @@
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
 //! one agent; 0 = none), SOMNA_LOAD_IN_FLIGHT (default 1,024), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
 //! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
-//! (sled's page cache, default `[store] cache_mb`). It runs on jemalloc, as the `somna` binary does.
+//! (sled's page cache, default `[store] cache_mb`), SOMNA_LOAD_DURABLE_ACKS=0 (`[store] durable_acks =
+//! false`: an input is acknowledged without waiting for the flush). It runs on jemalloc, as the `somna` binary does.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -94,6 +95,9 @@ fn main() {
         "[defaults]\ntick_every = \"1s\"\nsleep_every = \"6h\"\nsleep_jitter = \"1h\"\n\
          persona = \"You are a villager of Emberfield.\"\n",
     );
+    if env_num("SOMNA_LOAD_DURABLE_ACKS", 1) == 0 {
+        text.push_str("[store]\ndurable_acks = false\n");
+    }
     for i in 0..agents {
         text.push_str(&format!("[[agents]]\nid = \"npc{i:05}\"\n"));
     }

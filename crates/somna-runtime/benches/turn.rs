@@ -1,0 +1,314 @@
+//! A turn's own cost (issue 26, item 4): what one input costs the runtime with the model excluded,
+//! and beside it what the builtin brain's reply costs.
+//!
+//! `cargo bench -p somna-runtime --bench turn`. Each agent is one conversation of the recall
+//! dataset (`datasets/recall/conversations`) imported as the runtime would have lived it (a
+//! rolling summary, an archive with its search index, a live tail), ticking every 5 ms. Inputs
+//! (the dataset's questions about that conversation) are sent one at a time, each awaited to its
+//! agent's `agent_replied` event; the process's CPU time (every thread: the Arbiters, the job pool,
+//! sled's) is read before the send and after the reply, and the idle cost of the ticks in that
+//! time (measured alone first) is taken off. Two runs on the same store:
+//! - **runtime**: an LLM client that answers a fixed line at once, so what is left is Somna's own
+//!   work: the durable append of the input, the tick, the prompt (summary, live history,
+//!   retrieval over the archive), the reply's append, the events, the usage checks;
+//! - **runtime + builtin brain**: the builtin provider, as the README's main job runs.
+//!
+//! Then each part of the turn alone, on the same agents, single-threaded: the prompt's assembly
+//! (retrieval included), an append, and the builtin brain's reply to that prompt.
+//! Knobs: SOMNA_TURN_AGENTS (default 8), SOMNA_TURN_INPUTS (turns per run, default 400),
+//! SOMNA_TURN_RUNTIME_ONLY (the first run only: for a profiler).
+
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use somna_core::config::ResolvedConfig;
+use somna_core::tokens::TokenCounter;
+use somna_core::{AgentId, Message, Timestamp};
+use somna_llm::{BuiltinClient, ChatRequest, ChatResponse, LlmClient, LlmError};
+use somna_runtime::protocol::Event;
+use somna_runtime::{Compactor, EventBus, Inbound, Runtime, RuntimeOptions, prompt};
+use somna_store::{Store, StoreOptions};
+
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// An LLM that costs nothing: a fixed line at once, so a turn's cost is the runtime's alone.
+#[derive(Debug)]
+struct Instant0;
+
+impl LlmClient for Instant0 {
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        drop(request);
+        Box::pin(async {
+            Ok(ChatResponse {
+                text: "Aye, I remember that well enough.".into(),
+                tool_calls: Vec::new(),
+                usage: None,
+                latency: Duration::ZERO,
+                attempts: 1,
+                model: "instant".into(),
+                structured_fallbacks: 0,
+            })
+        })
+    }
+
+    fn provider(&self) -> &str {
+        "instant"
+    }
+}
+
+/// CPU time (user + system) of the whole process, to the nanosecond.
+fn process_cpu() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn dataset() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall")
+}
+
+/// The dataset's questions about `conversation`.
+fn questions(conversation: &str) -> Vec<String> {
+    let file = std::fs::File::open(dataset().join("questions.jsonl")).unwrap();
+    std::io::BufReader::new(file)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .filter(|v| v["conversation"] == conversation)
+        .map(|v| v["question"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Per-turn figures of one run.
+struct Run {
+    cpu: Vec<Duration>,
+    wall: Vec<Duration>,
+}
+
+impl Run {
+    fn row(&self, label: &str) {
+        let (mut cpu, mut wall) = (self.cpu.clone(), self.wall.clone());
+        cpu.sort();
+        wall.sort();
+        let mean = cpu.iter().sum::<Duration>() / cpu.len().max(1) as u32;
+        println!(
+            "| {label} | {} | {} | {} | {} | {} |",
+            micros(mean),
+            micros(percentile(&cpu, 0.5)),
+            micros(percentile(&cpu, 0.99)),
+            micros(percentile(&wall, 0.5)),
+            micros(percentile(&wall, 0.99)),
+        );
+    }
+}
+
+/// Sends `inputs` questions one at a time round the agents, each awaited to its reply; per turn,
+/// the process CPU time less `idle` (CPU per second of the idle runtime) for the turn's wall time.
+async fn run(
+    config: &ResolvedConfig,
+    store: &Store,
+    llm: Arc<dyn LlmClient>,
+    agents: &[(AgentId, Vec<String>)],
+    inputs: usize,
+) -> (Run, f64) {
+    let bus = EventBus::new(1_024);
+    let mut events = bus.subscribe();
+    let runtime = Runtime::start(
+        config.clone(),
+        store.clone(),
+        llm,
+        RuntimeOptions {
+            events: Some(bus),
+            schedule_sleeps: false,
+            ..RuntimeOptions::default()
+        },
+    )
+    .unwrap();
+    let turn = |i: usize| {
+        let (id, questions) = &agents[i % agents.len()];
+        let content = questions[(i / agents.len()) % questions.len()].clone();
+        (id.clone(), content)
+    };
+    let reply_of = async |events: &mut tokio::sync::broadcast::Receiver<_>, id: &AgentId| loop {
+        let stamped: somna_runtime::protocol::Stamped = events.recv().await.unwrap();
+        if let Event::AgentReplied { agent, .. } = &stamped.event {
+            if agent == id {
+                return;
+            }
+        }
+    };
+    // Warm up: every agent answers once (its index caught up, its caches filled).
+    for i in 0..agents.len() {
+        let (id, content) = turn(i);
+        let input = Inbound::User {
+            content,
+            name: Some("Traveller".into()),
+        };
+        runtime.send(&id, input).await.unwrap();
+        reply_of(&mut events, &id).await;
+    }
+    // The idle runtime's CPU per second (ticks, sled's flusher).
+    let (c0, t0) = (process_cpu(), Instant::now());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = (process_cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
+    let mut out = Run {
+        cpu: Vec::with_capacity(inputs),
+        wall: Vec::with_capacity(inputs),
+    };
+    for i in 0..inputs {
+        let (id, content) = turn(agents.len() + i);
+        let input = Inbound::User {
+            content,
+            name: Some("Traveller".into()),
+        };
+        let (c0, t0) = (process_cpu(), Instant::now());
+        runtime.send(&id, input).await.unwrap();
+        reply_of(&mut events, &id).await;
+        let wall = t0.elapsed();
+        let cpu = (process_cpu() - c0).saturating_sub(wall.mul_f64(idle));
+        out.cpu.push(cpu);
+        out.wall.push(wall);
+    }
+    runtime.shutdown(Duration::from_secs(10)).await.unwrap();
+    (out, idle)
+}
+
+fn main() {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let n_agents = env_num("SOMNA_TURN_AGENTS", if benching { 8 } else { 2 }) as usize;
+    let inputs = env_num("SOMNA_TURN_INPUTS", if benching { 400 } else { 8 }) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let mut text = String::from(
+        "[defaults]\ntick_every = \"5ms\"\nsleep_every = \"6h\"\n\
+         persona = \"You are a villager of Emberfield. Answer travellers plainly.\"\n",
+    );
+    let conversations: Vec<String> = (1..=n_agents).map(|i| format!("conv{i:02}")).collect();
+    for c in &conversations {
+        text.push_str(&format!("[[agents]]\nid = \"{c}\"\n"));
+    }
+    let config = ResolvedConfig::load(&text, "turn.toml", &[]).unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        // Each agent lives its conversation first (import compacts at the emergency threshold).
+        let compactor = Compactor::new(store.clone(), Arc::new(BuiltinClient::new()));
+        let mut agents = Vec::new();
+        for c in &conversations {
+            let id = AgentId::new(c.as_str()).unwrap();
+            let agent_config = config.agent(&id).unwrap().clone();
+            store.create_agent(&id, Timestamp(0)).unwrap();
+            let file = std::fs::File::open(dataset().join(format!("conversations/{c}.jsonl")));
+            let report = somna_runtime::import::import_jsonl(
+                std::io::BufReader::new(file.unwrap()),
+                &id,
+                &agent_config,
+                &store,
+                &compactor,
+                Timestamp(1_700_000_000_000),
+                |_, _| {},
+            )
+            .await
+            .unwrap();
+            let view = store.agent(&id).unwrap().unwrap();
+            println!(
+                "{c}: {} turns imported, {} compactions; {} live, {} archived",
+                report.imported,
+                report.compactions,
+                store.history(&id).unwrap().len(),
+                view.archive_len
+            );
+            agents.push((id, questions(c)));
+        }
+        let (runtime_only, idle_a) =
+            run(&config, &store, Arc::new(Instant0), &agents, inputs).await;
+        if std::env::var_os("SOMNA_TURN_RUNTIME_ONLY").is_some() {
+            println!("\n| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
+            println!("|---|---|---|---|---|---|");
+            runtime_only.row("runtime (model excluded)");
+            return;
+        }
+        let (with_brain, idle_b) = run(
+            &config,
+            &store,
+            Arc::new(BuiltinClient::new()),
+            &agents,
+            inputs,
+        )
+        .await;
+        println!(
+            "\n{inputs} turns per run over {n_agents} agents, one at a time; idle runtime: {:.2}% / {:.2}% of one core (taken off)\n",
+            idle_a * 100.0,
+            idle_b * 100.0
+        );
+        println!("| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
+        println!("|---|---|---|---|---|---|");
+        runtime_only.row("runtime (model excluded)");
+        with_brain.row("runtime + builtin brain");
+
+        // Each part alone, single-threaded, on the agents as they are now.
+        let brain = BuiltinClient::new();
+        let (mut assemble, mut respond, mut append) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..inputs.div_ceil(agents.len()) {
+            for (id, questions) in &agents {
+                let agent_config = config.agent(id).unwrap();
+                let counter = TokenCounter::for_model(&agent_config.model);
+                let mut history = store.history(id).unwrap();
+                let mut input = Message::user(questions[round % questions.len()].clone());
+                input.tokens = counter.count_message(&input);
+                history.push(input);
+                let t = Instant::now();
+                let (built, _) =
+                    prompt::assemble(&store, id, agent_config, &history, &counter).unwrap();
+                assemble.push(t.elapsed());
+                let request = ChatRequest::new(agent_config.model.clone(), built.messages);
+                let t = Instant::now();
+                std::hint::black_box(brain.respond(&request));
+                respond.push(t.elapsed());
+            }
+        }
+        let probe = AgentId::new("probe").unwrap();
+        store.create_agent(&probe, Timestamp(0)).unwrap();
+        for i in 0..inputs {
+            let mut m = Message::user(format!("A line of dialogue, number {i}, of no consequence."));
+            m.tokens = 12;
+            let t = Instant::now();
+            store.append(&probe, m, Timestamp(0)).unwrap();
+            append.push(t.elapsed());
+        }
+        println!("\n| each part alone | p50 | p99 |\n|---|---|---|");
+        for (label, mut v) in [
+            ("`prompt::assemble` (summary, live history, retrieval)", assemble),
+            ("the builtin brain's reply to that prompt", respond),
+            ("`Store::append` (not awaiting the flush)", append),
+        ] {
+            v.sort();
+            println!(
+                "| {label} | {} | {} |",
+                micros(percentile(&v, 0.5)),
+                micros(percentile(&v, 0.99))
+            );
+        }
+    });
+}
