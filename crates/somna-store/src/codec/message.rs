@@ -279,6 +279,29 @@ mod tests {
         }
     }
 
+    /// A value that names a field twice, which serde refuses, is not read by the fast path
+    /// either (it would otherwise keep the last value).
+    #[test]
+    fn a_field_named_twice_is_left_to_serde() {
+        use rmp::encode::{write_map_len, write_str, write_uint};
+        let mut body = Vec::new();
+        write_map_len(&mut body, 6).unwrap();
+        for (key, value) in [("seq", 1), ("seq", 2)] {
+            write_str(&mut body, key).unwrap();
+            write_uint(&mut body, value).unwrap();
+        }
+        for (key, value) in [("role", "user"), ("content", "hi")] {
+            write_str(&mut body, key).unwrap();
+            write_str(&mut body, value).unwrap();
+        }
+        for key in ["created_at", "tokens"] {
+            write_str(&mut body, key).unwrap();
+            write_uint(&mut body, 3).unwrap();
+        }
+        assert!(rmp_serde::from_slice::<Message>(&body).is_err());
+        assert_eq!(fast(&body), None);
+    }
+
     /// A value with a field this does not know (a later version's optional field) is left to serde.
     #[test]
     fn an_unknown_field_is_left_to_serde() {
