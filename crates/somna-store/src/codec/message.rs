@@ -94,9 +94,10 @@ fn optional_str(rd: &mut &[u8]) -> Option<Option<String>> {
     Some(Some(str(rd)?.to_owned()))
 }
 
-/// A role by its wire name, as [`Role`]'s serde form reads it (`developer` reads as `system`).
+/// A role by the name serde writes and reads for it (`as_str`; not `FromStr`, which also reads
+/// `developer` as `system` where serde refuses it).
 fn role_named(name: &str) -> Option<Role> {
-    name.parse().ok()
+    Role::ALL.into_iter().find(|r| r.as_str() == name)
 }
 
 fn calls(rd: &mut &[u8]) -> Option<Vec<ToolCall>> {
@@ -300,6 +301,16 @@ mod tests {
         }
         assert!(rmp_serde::from_slice::<Message>(&body).is_err());
         assert_eq!(fast(&body), None);
+    }
+
+    /// A role serde does not read (`developer`, which only `FromStr` reads) is left to serde.
+    #[test]
+    fn a_role_serde_refuses_is_left_to_serde() {
+        let mut value = codec::encode("history", &Message::system("hi")).unwrap();
+        let at = value.windows(7).position(|w| w == b"\xa6system").unwrap();
+        value.splice(at..at + 7, *b"\xa9developer");
+        assert!(codec::decode::<Message>("history", b"k", &value).is_err());
+        assert_eq!(fast(&value[1..]), None);
     }
 
     /// A value with a field this does not know (a later version's optional field) is left to serde.
