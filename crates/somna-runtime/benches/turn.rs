@@ -32,6 +32,7 @@ use somna_llm::{BuiltinClient, ChatRequest, ChatResponse, LlmClient, LlmError};
 use somna_runtime::protocol::Event;
 use somna_runtime::{Compactor, EventBus, Inbound, Runtime, RuntimeOptions, prompt};
 use somna_store::{Store, StoreOptions};
+use somna_testkit::{env_or, percentile};
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -68,13 +69,6 @@ fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn dataset() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall")
 }
@@ -88,13 +82,6 @@ fn questions(conversation: &str) -> Vec<String> {
         .filter(|v| v["conversation"] == conversation)
         .map(|v| v["question"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn micros(d: Duration) -> String {
@@ -197,8 +184,8 @@ async fn run(
 
 fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
-    let n_agents = env_num("SOMNA_TURN_AGENTS", if benching { 8 } else { 2 }) as usize;
-    let inputs = env_num("SOMNA_TURN_INPUTS", if benching { 400 } else { 8 }) as usize;
+    let n_agents = env_or("SOMNA_TURN_AGENTS", if benching { 8 } else { 2 });
+    let inputs = env_or("SOMNA_TURN_INPUTS", if benching { 400 } else { 8 });
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let mut text = String::from(

@@ -28,6 +28,7 @@ use somna_core::config::ResolvedConfig;
 use somna_runtime::{Inbound, Runtime, RuntimeOptions};
 use somna_server::{Server, ServerOptions};
 use somna_store::{Store, StoreOptions};
+use somna_testkit::percentile;
 
 /// Untimed traffic before each measured cell (connections opened, the flusher thread started).
 const WARM_UP: Duration = Duration::from_millis(300);
@@ -224,15 +225,6 @@ async fn cell(path: Path, durable: bool, clients: usize, agents: usize, secs: f6
     }
 }
 
-/// The nearest-rank percentile of sorted latencies.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
@@ -302,8 +294,8 @@ fn main() {
             c.clients,
             c.durable,
             rate,
-            ms(percentile(&c.latencies, 50.0)),
-            ms(percentile(&c.latencies, 99.0)),
+            ms(percentile(&c.latencies, 0.5)),
+            ms(percentile(&c.latencies, 0.99)),
             ms(c.latencies.last().copied().unwrap_or_default()),
             c.flushes,
             batch,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use somna_core::{AgentId, Message, Timestamp};
 use somna_store::{Store, StoreOptions};
+use somna_testkit::percentile;
 
 const NOW: Timestamp = Timestamp(1_790_000_000_000);
 const MESSAGES: u64 = 100_000;
@@ -33,11 +34,6 @@ impl Rng {
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.into_iter().map(|x| x / n).collect()
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 fn commit(covered: &[Message]) -> somna_store::CompactionCommit {

@@ -19,6 +19,7 @@ pub mod compaction;
 pub mod corpus;
 pub mod env;
 pub mod fixtures;
+pub mod latency;
 pub mod skip;
 pub mod stub;
 pub mod wait;
@@ -26,6 +27,7 @@ pub mod wait;
 pub use compaction::{PlainCompaction, plain_compaction};
 pub use env::{bench_pg_url, env_or, real_llm};
 pub use fixtures::{KEEPER, TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
+pub use latency::percentile;
 pub use skip::{SKIP_LOG_ENV, skip};
 pub use stub::{
     CacheReport, Embeddings, INVENTED, RecordedRequest, Reply, ResponseFormats, StubLlmServer,
