@@ -91,7 +91,7 @@ fn assemble(c: &mut Criterion) {
         compacted_at: Timestamp(0),
     });
     let commit = CompactionCommit {
-        covered,
+        covered: covered.into(),
         journal: Vec::new(),
         record: somna_core::CompactionRecord {
             preserved: 20,

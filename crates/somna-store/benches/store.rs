@@ -131,7 +131,7 @@ fn usage_on(c: &mut Criterion, backend: &str) {
 }
 
 /// The commit the engine would make for `covered`.
-fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
+fn commit(covered: &[Message]) -> somna_store::CompactionCommit<'_> {
     let content = format!(
         "{} {}",
         Message::SUMMARY_PREFIX,
@@ -140,7 +140,7 @@ fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
     let tokens = 4 + (content.len() as u32).div_ceil(4);
     let plain = somna_testkit::plain_compaction(covered, content, tokens, NOW);
     somna_store::CompactionCommit {
-        covered: covered.to_vec(),
+        covered: covered.into(),
         summary: plain.summary,
         journal: vec![plain.synthesis],
         record: CompactionRecord {

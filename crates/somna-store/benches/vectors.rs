@@ -36,11 +36,11 @@ impl Rng {
     }
 }
 
-fn commit(covered: &[Message]) -> somna_store::CompactionCommit {
+fn commit(covered: &[Message]) -> somna_store::CompactionCommit<'_> {
     let content = format!("{} summary", Message::SUMMARY_PREFIX);
     let plain = somna_testkit::plain_compaction(covered, content, 10, NOW);
     somna_store::CompactionCommit {
-        covered: covered.to_vec(),
+        covered: covered.into(),
         summary: plain.summary,
         journal: vec![plain.synthesis],
         record: plain.record,

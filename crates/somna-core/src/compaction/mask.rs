@@ -55,14 +55,20 @@ pub fn mask_placeholder(
         "[masked: {what}, {} tokens, seq #{}; the original is archived, use `recall` to retrieve it]",
         original.tokens, original.seq
     );
+    // Field by field: `..original.clone()` copied the original's content (the long output being
+    // masked) only to drop it.
     let mut masked = Message {
+        seq: original.seq,
+        role: original.role,
         content,
+        name: original.name.clone(),
         tool_calls: original.tool_calls.clone(),
+        tool_call_id: original.tool_call_id.clone(),
+        created_at: original.created_at,
+        tokens: 0,
         kind: MessageKind::Masked {
             original_tokens: original.tokens,
         },
-        tokens: 0,
-        ..original.clone()
     };
     masked.tokens = counter.count_message(&masked);
     masked

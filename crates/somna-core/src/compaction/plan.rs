@@ -115,7 +115,8 @@ pub struct Plan {
     pub generation: u32,
     /// Emergency only: the preserve window was reduced to its token share so the prompt fits.
     pub tail_shrunk: bool,
-    /// Body indices shown to the summarizer as a placeholder (old tool outputs, oversized messages).
+    /// Body indices shown to the summarizer as a placeholder (old tool outputs, oversized
+    /// messages), in increasing order.
     pub masked_for_summary: Vec<usize>,
     /// Body sub-ranges, each fitting one summarizer request; more than one means chunk, then merge.
     pub chunks: Vec<Range<usize>>,
@@ -253,7 +254,7 @@ impl Plan {
         self.body
             .clone()
             .map(|i| {
-                if self.masked_for_summary.contains(&i) {
+                if self.masked_for_summary.binary_search(&i).is_ok() {
                     mask_placeholder(&history[i], &names, &placeholder_counter(counter))
                 } else {
                     history[i].clone()

@@ -128,7 +128,7 @@ impl Compactor {
             grounding,
         };
         let commit = CompactionCommit {
-            covered: body.to_vec(),
+            covered: body.into(),
             summary,
             journal,
             record: record.clone(),

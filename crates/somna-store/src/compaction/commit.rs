@@ -26,7 +26,7 @@ impl Store {
     pub fn commit_compaction(
         &self,
         id: &AgentId,
-        commit: &CompactionCommit,
+        commit: &CompactionCommit<'_>,
     ) -> Result<CommitOutcome> {
         validate_compaction(commit)?;
         let (Some(first), Some(last)) = (commit.covered.first(), commit.covered.last()) else {
@@ -164,7 +164,7 @@ pub(super) fn covers_through(message: &Message) -> Seq {
 }
 
 /// Checks that the commit is well formed (independently of what is stored).
-fn validate_compaction(commit: &CompactionCommit) -> Result<()> {
+fn validate_compaction(commit: &CompactionCommit<'_>) -> Result<()> {
     let (Some(first), Some(last)) = (commit.covered.first(), commit.covered.last()) else {
         return Err(invalid_commit("it covers no messages".to_string()));
     };
@@ -193,7 +193,7 @@ fn validate_compaction(commit: &CompactionCommit) -> Result<()> {
             covers_through(last)
         )));
     }
-    let folded = next_generation(&commit.covered) - 1;
+    let folded = next_generation(commit.covered.iter()) - 1;
     if meta.generation <= folded {
         return Err(invalid_commit(format!(
             "the summary's generation {} is not above the folded summary's generation {folded}",

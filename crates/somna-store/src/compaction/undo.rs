@@ -255,7 +255,7 @@ mod tests {
             .collect()
     }
 
-    fn commit_of(covered: &[Message], at: Timestamp) -> CompactionCommit {
+    fn commit_of(covered: &[Message], at: Timestamp) -> CompactionCommit<'_> {
         let generation = somna_core::compaction::next_generation(covered);
         let summary = Message {
             seq: covered[0].seq,
@@ -275,7 +275,7 @@ mod tests {
             )
         };
         CompactionCommit {
-            covered: covered.to_vec(),
+            covered: covered.into(),
             journal: vec![JournalEntry::synthesis(at, summary.content.clone(), 0, 0)],
             record: CompactionRecord::new(
                 at,

@@ -235,12 +235,12 @@ pub fn compact(store: &Store, id: &AgentId, covered: &[Message], text: &str) -> 
 }
 
 /// A full compaction commit of `covered` with its synthesis entry and log record.
-pub fn commit_for(covered: &[Message], text: &str, at: Timestamp) -> CompactionCommit {
+pub fn commit_for<'a>(covered: &'a [Message], text: &str, at: Timestamp) -> CompactionCommit<'a> {
     let summary = summary_for(covered, text, at);
     let meta = summary.summary().unwrap().clone();
     let before: u64 = covered.iter().map(|m| u64::from(m.tokens)).sum();
     CompactionCommit {
-        covered: covered.to_vec(),
+        covered: covered.into(),
         journal: vec![JournalEntry::synthesis(
             at,
             summary.content.clone(),

@@ -20,7 +20,7 @@ on_both_backends!(
 
 /// Commits `commit`, which must change nothing (a conflict leaves the agent exactly as it was);
 /// returns the outcome for the caller to check.
-fn refused(store: &Store, id: &AgentId, commit: &CompactionCommit) -> CommitOutcome {
+fn refused(store: &Store, id: &AgentId, commit: &CompactionCommit<'_>) -> CommitOutcome {
     let before = snapshot(store, id);
     let outcome = store.commit_compaction(id, commit).unwrap();
     assert_eq!(snapshot(store, id), before, "{outcome:?} changed the agent");
@@ -167,7 +167,7 @@ fn malformed_commits_are_errors() {
     let good = commit_for(&all[..5], "ok", NOW);
 
     let mut empty = good.clone();
-    empty.covered.clear();
+    empty.covered.to_mut().clear();
     let mut wrong_seq = good.clone();
     wrong_seq.summary.seq = 1;
     let mut wrong_through = good.clone();
@@ -177,7 +177,7 @@ fn malformed_commits_are_errors() {
     let mut not_summary = good.clone();
     not_summary.summary.kind = MessageKind::Normal;
     let mut unordered = good.clone();
-    unordered.covered.swap(1, 2);
+    unordered.covered.to_mut().swap(1, 2);
     let mut wrong_first_entry = good.clone();
     wrong_first_entry.journal[0].source_type = SourceType::Note;
     for bad in [
