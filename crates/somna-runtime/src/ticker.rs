@@ -9,7 +9,7 @@
 //! run-time config change, a tick), none of which is an idle tick; and every
 //! [`FULL_CHECK_EVERY`] ticks the actor is woken anyway. So an idle tick costs the driver a
 //! bucket push, two atomic loads and a lateness count on the thread (added to the shared
-//! [`TickStats`] once per millisecond), and the actor is not woken;
+//! [`TickStats`] once per run of the driver), and the actor is not woken;
 //! before (a timer per actor, `run_later`), each idle tick cost a timer registration, a boxed
 //! closure, a context poll and two store reads (issue 26, item 3; docs/benchmarks.md).
 //!
@@ -114,6 +114,15 @@ impl TickShared {
         self.set(NEW_PERIOD, true);
     }
 }
+
+/// How far ahead of its due time a tick may run: each run of the driver also takes the ticks due
+/// within the next millisecond, so that one wake serves two milliseconds of ticks. The loop's
+/// timer fires on millisecond boundaries (tokio's resolution), so without it the driver woke about
+/// once a millisecond on each thread whenever every millisecond had a tick due (from ~2,000 agents
+/// at 1 Hz), and at 100,000 idle agents those wakes — a timer, a park and a context switch each —
+/// were most of an idle tick's cost. A tick that runs early is counted on time; the cadence keeps
+/// its phase (the next tick is one period after the due time, not after the run).
+const AHEAD: Duration = Duration::from_millis(1);
 
 /// Buckets of the wheel, one per millisecond: a tick due within the next 1,024 ms waits in its
 /// own bucket; one due later waits in its bucket through whole turns of the wheel.
@@ -274,10 +283,11 @@ impl Driver {
         None
     }
 
-    /// Ticks every agent due at `now`: wakes those that have something to do, counts the rest,
-    /// and schedules each one's next tick.
+    /// Ticks every agent due by `now` + [`AHEAD`]: wakes those that have something to do, counts
+    /// the rest, and schedules each one's next tick.
     fn run_due(&mut self, now: Instant) {
-        let now_ms = ms_since(self.origin, now);
+        let horizon = now + AHEAD;
+        let now_ms = ms_since(self.origin, horizon);
         if now_ms < self.next_ms {
             return;
         }
@@ -296,7 +306,7 @@ impl Driver {
             self.earliest_ns[bucket] = u64::MAX;
             let mut slots = std::mem::take(&mut self.buckets[bucket]);
             for &slot in &slots {
-                self.run_slot(slot, now, now_ms);
+                self.run_slot(slot, now, horizon, now_ms);
             }
             // Keep the allocation for the bucket's next turn, unless ticks not yet due were put
             // back into it meanwhile.
@@ -310,8 +320,9 @@ impl Driver {
         }
     }
 
-    /// The tick of the agent in `slot`, if it is due by `now_ms`.
-    fn run_slot(&mut self, slot: u32, now: Instant, now_ms: u64) {
+    /// The tick of the agent in `slot`, if it is due by `horizon` (in millisecond `now_ms`); its
+    /// lateness is counted against `now`.
+    fn run_slot(&mut self, slot: u32, now: Instant, horizon: Instant, now_ms: u64) {
         let flag = &self.pages[slot as usize / PAGE].0[slot as usize % PAGE];
         let flags = flag.load(Ordering::Acquire);
         if flags & STOPPED != 0 {
@@ -323,11 +334,11 @@ impl Driver {
         let Some(e) = self.entries[slot as usize].as_mut() else {
             return;
         };
-        if e.at_ms > now_ms || e.due > now || e.ran == self.runs {
+        if e.at_ms > now_ms || e.due > horizon || e.ran == self.runs {
             // Due in a later turn of the wheel or later in this millisecond, or it ticked in this
-            // run already (after a stall, its next tick is due at once): back into its bucket.
-            let (at, due) = (e.at_ms, e.due);
-            self.enqueue(slot, at, due);
+            // run already (after a stall, its next tick is due at once): back into the bucket of
+            // its due time, or the first not yet run.
+            self.schedule(slot);
             return;
         }
         e.ran = self.runs;
@@ -593,6 +604,44 @@ mod tests {
         driver.run_due(ms(14_012));
         assert_eq!(ticks(&again_stats), 1);
         assert_eq!(ticks(&every_stats), 9_002, "no tick after the stop");
+    }
+
+    /// 1,000 agents at 1 Hz spread over the second, run as the loop runs them (woken at the next
+    /// non-empty bucket's earliest due time, rounded up to the millisecond as tokio's timer fires):
+    /// every tick runs, none more than a millisecond late, in one run per two milliseconds.
+    #[actix::test]
+    async fn one_run_takes_two_milliseconds_of_ticks() {
+        let t0 = Instant::now() + Duration::from_secs(3_600);
+        let mut driver = Driver::new(t0);
+        let agents: Vec<_> = (0..1_000u64)
+            .map(|i| {
+                // 1.000 3 ms, 2.000 6 ms, …: spread over the second, not on millisecond starts.
+                let due = t0 + Duration::from_micros(1_000 + i * 997);
+                entry(&mut driver, Duration::from_secs(1), due, false)
+            })
+            .collect();
+        let mut runs = 0;
+        loop {
+            let Some(wake) = driver.next_wake() else {
+                panic!("no wake with agents on the wheel");
+            };
+            let at = wake - t0;
+            let ms = at.as_millis() as u64 + u64::from(at.subsec_nanos() % 1_000_000 != 0);
+            if ms > 10_000 {
+                break;
+            }
+            driver.run_due(t0 + Duration::from_millis(ms));
+            runs += 1;
+        }
+        for (_, stats) in &agents {
+            assert_eq!(stats.ticks(), 10, "one tick a second for ten seconds");
+            assert!(stats.summary().max <= Duration::from_millis(1));
+        }
+        // Without running ahead (each run only what is due by then): one run per millisecond.
+        assert!(
+            (4_900..=5_100).contains(&runs),
+            "{runs} runs for 10,000 ms of ticks"
+        );
     }
 
     #[actix::test]
