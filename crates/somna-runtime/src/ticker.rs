@@ -615,7 +615,8 @@ mod tests {
         let mut driver = Driver::new(t0);
         let agents: Vec<_> = (0..1_000u64)
             .map(|i| {
-                // 1.000 3 ms, 2.000 6 ms, …: spread over the second, not on millisecond starts.
+                // 1.000 ms, 1.997 ms, 2.994 ms, …: spread over the second, most of them inside a
+                // millisecond rather than at its start.
                 let due = t0 + Duration::from_micros(1_000 + i * 997);
                 entry(&mut driver, Duration::from_secs(1), due, false)
             })
@@ -625,8 +626,7 @@ mod tests {
             let Some(wake) = driver.next_wake() else {
                 panic!("no wake with agents on the wheel");
             };
-            let at = wake - t0;
-            let ms = at.as_millis() as u64 + u64::from(at.subsec_nanos() % 1_000_000 != 0);
+            let ms = u64::try_from((wake - t0).as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
             if ms > 10_000 {
                 break;
             }
