@@ -65,6 +65,12 @@ impl StoreAt {
     /// Opens the store; `create` creates a missing sled directory (Postgres creates its schema
     /// and tables on open in any case).
     pub fn open(&self, options: &StoreConfig, create: bool) -> Result<Store> {
+        let store = self.open_backend(options, create)?;
+        store.set_history_cache_bytes(options.history_cache_mb.saturating_mul(1 << 20));
+        Ok(store)
+    }
+
+    fn open_backend(&self, options: &StoreConfig, create: bool) -> Result<Store> {
         match self {
             StoreAt::Dir(dir) => {
                 if create {

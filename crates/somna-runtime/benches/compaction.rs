@@ -7,7 +7,9 @@
 //!   catch-up over what the commit archived, which the runtime runs in the background since it
 //!   took ~38 ms inside the commit).
 //! - Each timed compaction meets a store filled as a running agent's is (appended turn by turn,
-//!   then read once): see `filled_store`.
+//!   then read once): see `filled_store`. The figures without a suffix read the history from the
+//!   trees (the store's live-history cache off: an agent that was not in conversation); the
+//!   `…, cached` ones find it in the cache (an agent that was: `history_cache_mb`, docs/storage.md).
 //! - Printed before the timings: tokens sent to the summarizer against tokens in the body on a
 //!   tool-heavy transcript, with and without masking.
 
@@ -83,16 +85,27 @@ fn config(history: &[Message]) -> AgentConfig {
 /// the read paid for the whole fill's deferred page frees — sled's epoch garbage —, about 1.5 ms
 /// of the 4.1 ms `plan+mask+commit/2000` measured that way on 2026-11-29; no compaction meets a
 /// store in that state.)
-fn filled_store(history: &[Message]) -> (Store, AgentId) {
+fn filled_store(history: &[Message], cached: bool) -> (Store, AgentId) {
     let store = Store::temporary().unwrap();
+    if !cached {
+        store.set_history_cache_bytes(0);
+    }
     let id = AgentId::new("bench").unwrap();
     store.create_agent(&id, Timestamp(0)).unwrap();
-    for turn in history.chunk_by(|_, next| next.role != Role::User) {
+    for (i, turn) in history
+        .chunk_by(|_, next| next.role != Role::User)
+        .enumerate()
+    {
         store
             .append_batch(&id, turn.to_vec(), Timestamp(0))
             .unwrap();
+        // Turns read the history; in conversation, the cache holds it from the second one on and
+        // the appends after extend it.
+        if cached && i < 2 {
+            store.live_history(&id).unwrap();
+        }
     }
-    store.history(&id).unwrap();
+    store.live_history(&id).unwrap();
     (store, id)
 }
 
@@ -157,11 +170,15 @@ fn benches(c: &mut Criterion) {
         b.iter(|| plan_at(&history, Trigger::Sleep, &cfg, &counter))
     });
 
-    let (store, id) = filled_store(&history);
+    let (store, id) = filled_store(&history, false);
     c.bench_function("history_read/2000", |b| {
-        b.iter(|| store.history(&id).unwrap())
+        b.iter(|| store.live_history(&id).unwrap())
     });
-    let live = store.history(&id).unwrap();
+    let (cached, cached_id) = filled_store(&history, true);
+    c.bench_function("history_read, cached/2000", |b| {
+        b.iter(|| cached.live_history(&cached_id).unwrap())
+    });
+    let live = store.live_history(&id).unwrap();
     let p = plan_at(&live, Trigger::Sleep, &cfg, &counter)
         .into_plan()
         .unwrap();
@@ -169,15 +186,20 @@ fn benches(c: &mut Criterion) {
         b.iter(|| p.summarizer_view(&live, &counter))
     });
 
-    per_iteration(
-        c,
-        "plan+mask+commit",
-        || filled_store(&history),
-        |(store, id)| {
-            let outcome = compact(&store, &id, &cfg, &counter);
-            (store, outcome)
-        },
-    );
+    for (name, cached) in [
+        ("plan+mask+commit", false),
+        ("plan+mask+commit, cached", true),
+    ] {
+        per_iteration(
+            c,
+            name,
+            || filled_store(&history, cached),
+            |(store, id)| {
+                let outcome = compact(&store, &id, &cfg, &counter);
+                (store, outcome)
+            },
+        );
+    }
 
     // One figure per step of the commit side: the store's transaction alone, and the search
     // index's catch-up that used to run inside it (the runtime now runs it in the background).
@@ -185,8 +207,8 @@ fn benches(c: &mut Criterion) {
         c,
         "commit",
         || {
-            let (store, id) = filled_store(&history);
-            let live = store.history(&id).unwrap();
+            let (store, id) = filled_store(&history, false);
+            let live = store.live_history(&id).unwrap();
             let CompactionCommit {
                 covered,
                 summary,
@@ -210,7 +232,7 @@ fn benches(c: &mut Criterion) {
         c,
         "index_archive",
         || {
-            let (store, id) = filled_store(&history);
+            let (store, id) = filled_store(&history, false);
             compact(&store, &id, &cfg, &counter);
             (store, id)
         },
@@ -303,7 +325,8 @@ fn compact(
     cfg: &AgentConfig,
     counter: &TokenCounter,
 ) -> somna_store::CommitOutcome {
-    let live = store.history(id).unwrap();
+    // As the runtime's compactor reads it: shared, not copied.
+    let live = store.live_history(id).unwrap();
     let commit = prepare(&live, cfg, counter);
     store.commit_compaction(id, &commit).unwrap()
 }

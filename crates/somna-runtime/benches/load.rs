@@ -13,7 +13,7 @@
 //! Knobs: SOMNA_LOAD_AGENTS, SOMNA_LOAD_SECS, SOMNA_LOAD_INPUT_EVERY (seconds between inputs to
 //! one agent; 0 = none), SOMNA_LOAD_IN_FLIGHT (default 1,024), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
 //! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
-//! (sled's page cache, default `[store] cache_mb`), SOMNA_LOAD_DURABLE_ACKS=0 (`[store] durable_acks =
+//! (sled's page cache, default `[store] cache_mb`), SOMNA_LOAD_HISTORY_CACHE_MB (`[store] history_cache_mb`), SOMNA_LOAD_DURABLE_ACKS=0 (`[store] durable_acks =
 //! false`: an input is acknowledged without waiting for the flush). It runs on jemalloc, as the `somna` binary does.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -90,6 +90,15 @@ fn main() {
             };
             Store::open(dir.path(), options).unwrap()
         }
+    };
+    let history_cache_mb = env_num(
+        "SOMNA_LOAD_HISTORY_CACHE_MB",
+        somna_store::live::DEFAULT_HISTORY_CACHE_MB,
+    );
+    store.set_history_cache_bytes(history_cache_mb << 20);
+    let cache_stats = {
+        let store = store.clone();
+        move || store.history_cache_stats()
     };
     let mut text = String::from(
         "[defaults]\ntick_every = \"1s\"\nsleep_every = \"6h\"\nsleep_jitter = \"1h\"\n\
@@ -299,6 +308,14 @@ fn main() {
     println!("| RSS before start | {:.1} MB |", mb(rss_before));
     println!("| RSS after start | {:.1} MB |", mb(rss_started));
     println!("| RSS at end | {:.1} MB |", mb(rss_end));
+    let cache = cache_stats();
+    println!(
+        "| live-history cache (budget {history_cache_mb} MiB) | {:.1} MB held, {} hits, {} misses, {} evictions |",
+        cache.bytes as f64 / 1e6,
+        cache.hits,
+        cache.misses,
+        cache.evictions
+    );
     println!(
         "| RSS per agent (end − before) / agents | {:.1} KB |",
         per_agent as f64 / 1024.0

@@ -359,6 +359,50 @@ impl Store {
             Err(e) => v.push(e.to_string()),
         }
 
+        // The live-history cache, when it holds the agent's history, holds what the trees do;
+        // the archived originals it keeps are the trees' originals of their seqs.
+        if let Some(state) = self.loaded_state(id) {
+            let guard = state.lock();
+            let originals: Vec<Message> = state
+                .live_slot()
+                .as_ref()
+                .map(|c| c.originals().cloned().collect())
+                .unwrap_or_default();
+            for original in originals {
+                let key = keys::seq(id, original.seq);
+                let in_history = match trees.history.get(&key)? {
+                    Some(v) => Some(codec::decode_message(tree_names::HISTORY, &key, &v)?),
+                    None => None,
+                };
+                let stored = match in_history {
+                    Some(m) if m.is_normal() => Some(m),
+                    _ => match trees.archive.get(&key)? {
+                        Some(v) => Some(codec::decode_message(tree_names::ARCHIVE, &key, &v)?),
+                        None => None,
+                    },
+                };
+                if stored.as_ref() != Some(&original) {
+                    v.push(format!(
+                        "the cached original of seq {} is not the stored one",
+                        original.seq
+                    ));
+                }
+            }
+            if let Some(cached) = state.cached_history() {
+                let entries =
+                    view::live_entries(&trees.history, id, &guard.covers, 0, None, usize::MAX)?;
+                let stored = view::decode_all(&entries)?;
+                if *cached != stored {
+                    let seqs = |h: &[Message]| h.iter().map(|m| m.seq).collect::<Vec<_>>();
+                    v.push(format!(
+                        "the cached live history (seqs {:?}) is not the stored one (seqs {:?})",
+                        seqs(&cached),
+                        seqs(&stored)
+                    ));
+                }
+            }
+        }
+
         Ok(InvariantReport {
             agent: id.clone(),
             history_len,

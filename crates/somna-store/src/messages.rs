@@ -1,11 +1,14 @@
 //! Appending messages to an agent's history, and reading history and the archive.
 
+use std::sync::Arc;
+
 use somna_core::{AgentId, Cover, Message, Seq, Timestamp};
 
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::store::{Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryCacheStats;
+use crate::store::{AgentState, HistoryChange, Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 impl Store {
@@ -66,30 +69,105 @@ impl Store {
         }
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(&mut guard, next);
+        state.publish(&mut guard, next, HistoryChange::Appended(&stored));
         Ok(stored)
     }
 
-    /// The agent's whole live history, in seq order (empty for an unknown agent).
+    /// The agent's whole live history, in seq order (empty for an unknown agent). A copy of
+    /// [`Store::live_history`]'s.
     pub fn history(&self, id: &AgentId) -> Result<Vec<Message>> {
-        self.history_range(id, 0, usize::MAX)
+        Ok(self.live_history(id)?.as_ref().clone())
+    }
+
+    /// The agent's whole live history, in seq order (empty for an unknown agent), shared: from
+    /// the live-history cache when it holds the agent's (see `live`), else read from the trees
+    /// and cached. A reader that holds the snapshot across the agent's next append makes that
+    /// append copy the cached history, so a turn drops it before appending its reply.
+    pub fn live_history(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
+        self.read_live_history(id, true)
+    }
+
+    /// [`Store::live_history`] for a second read within one task (a turn's tool round): served
+    /// from the cache when the agent's history is there, else read from the trees without
+    /// counting as a read towards the agent's admission to the cache (see `live`).
+    pub fn live_history_again(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
+        self.read_live_history(id, false)
+    }
+
+    fn read_live_history(&self, id: &AgentId, admit: bool) -> Result<Arc<Vec<Message>>> {
+        let Some(state) = self.known_state(id)? else {
+            return Ok(Arc::default());
+        };
+        let cache = &self.inner.history_cache;
+        let messages = {
+            let guard = state.lock();
+            if let Some(messages) = state.cached_history() {
+                cache.hit();
+                return Ok(messages);
+            }
+            cache.miss();
+            let entries = view::live_entries(
+                &self.inner.trees.history,
+                id,
+                &guard.covers,
+                0,
+                None,
+                usize::MAX,
+            )?;
+            let messages = Arc::new(view::decode_all(&entries)?);
+            if admit && state.cache_history(cache, Arc::clone(&messages)) {
+                cache.enlist(&state);
+            }
+            messages
+        };
+        cache.trim();
+        Ok(messages)
+    }
+
+    /// The agent's live history if the live-history cache holds it, else `None` (nothing is
+    /// read): for a check that can do without it.
+    pub fn cached_live_history(&self, id: &AgentId) -> Option<Arc<Vec<Message>>> {
+        let state = self.loaded_state(id)?;
+        let _guard = state.lock();
+        let cached = state.cached_history();
+        if cached.is_some() {
+            self.inner.history_cache.hit();
+        }
+        cached
     }
 
     /// Up to `limit` history messages with seq ≥ `from_seq`, in seq order.
     pub fn history_range(&self, id: &AgentId, from_seq: Seq, limit: usize) -> Result<Vec<Message>> {
-        self.with_covers(id, |covers| {
-            let entries =
-                view::live_entries(&self.inner.trees.history, id, covers, from_seq, None, limit)?;
-            view::decode_all(&entries)
-        })
+        self.with_covers_or_cached(
+            id,
+            |covers| {
+                let entries = view::live_entries(
+                    &self.inner.trees.history,
+                    id,
+                    covers,
+                    from_seq,
+                    None,
+                    limit,
+                )?;
+                view::decode_all(&entries)
+            },
+            |cached| {
+                let start = cached.partition_point(|m| m.seq < from_seq);
+                cached[start..].iter().take(limit).cloned().collect()
+            },
+        )
     }
 
     /// The last `n` history messages, in seq order.
     pub fn history_tail(&self, id: &AgentId, n: usize) -> Result<Vec<Message>> {
-        self.with_covers(id, |covers| {
-            let entries = view::live_tail(&self.inner.trees.history, id, covers, n)?;
-            view::decode_all(&entries)
-        })
+        self.with_covers_or_cached(
+            id,
+            |covers| {
+                let entries = view::live_tail(&self.inner.trees.history, id, covers, n)?;
+                view::decode_all(&entries)
+            },
+            |cached| cached[cached.len().saturating_sub(n)..].to_vec(),
+        )
     }
 
     /// Up to `limit` archived messages with seq ≥ `from_seq`, in key order (an original, then any
@@ -124,6 +202,15 @@ impl Store {
         })
     }
 
+    /// The agent's in-memory state, or `None` for an unknown agent (which reads as empty).
+    fn known_state(&self, id: &AgentId) -> Result<Option<Arc<AgentState>>> {
+        match self.state(id) {
+            Ok(state) => Ok(Some(state)),
+            Err(StoreError::UnknownAgent(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs `read` with the agent's live covers while holding its lock, so that no commit changes
     /// the covers or the trees in between. An unknown agent reads as empty.
     fn with_covers<T: Default>(
@@ -131,12 +218,47 @@ impl Store {
         id: &AgentId,
         read: impl FnOnce(&[Cover]) -> Result<T>,
     ) -> Result<T> {
-        let state = match self.state(id) {
-            Ok(state) => state,
-            Err(StoreError::UnknownAgent(_)) => return Ok(T::default()),
-            Err(e) => return Err(e),
+        let Some(state) = self.known_state(id)? else {
+            return Ok(T::default());
         };
         let guard = state.lock();
         read(&guard.covers)
+    }
+
+    /// [`Store::with_covers`], or `cached` on the cached live history when there is one (a
+    /// partial read does not fill the cache).
+    fn with_covers_or_cached<T: Default>(
+        &self,
+        id: &AgentId,
+        read: impl FnOnce(&[Cover]) -> Result<T>,
+        cached: impl FnOnce(&[Message]) -> T,
+    ) -> Result<T> {
+        let Some(state) = self.known_state(id)? else {
+            return Ok(T::default());
+        };
+        let guard = state.lock();
+        if let Some(messages) = state.cached_history() {
+            self.inner.history_cache.hit();
+            return Ok(cached(&messages));
+        }
+        read(&guard.covers)
+    }
+
+    /// Sets the live-history cache's budget, in bytes (`[store] history_cache_mb`); 0 turns the
+    /// cache off (what is cached goes at the next trim).
+    pub fn set_history_cache_bytes(&self, bytes: u64) {
+        self.inner.history_cache.set_budget(bytes);
+        self.inner.history_cache.trim();
+    }
+
+    /// Drops the cached histories of agents not read since the previous sweep (see `live`); the
+    /// runtime calls it every few seconds.
+    pub fn sweep_history_cache(&self) {
+        self.inner.history_cache.sweep();
+    }
+
+    /// What the live-history cache holds and did.
+    pub fn history_cache_stats(&self) -> HistoryCacheStats {
+        self.inner.history_cache.stats()
     }
 }

@@ -32,6 +32,15 @@ enum Piece {
     Summary(Vec<u8>),
 }
 
+/// True when a cover hides `seq` (its original is archived), in O(log covers).
+pub(crate) fn covered(covers: &[Cover], seq: Seq) -> bool {
+    // Covers are sorted and disjoint: the only candidate is the last one starting at or before seq.
+    let i = covers.partition_point(|c| c.seq <= seq);
+    i.checked_sub(1)
+        .and_then(|i| covers.get(i))
+        .is_some_and(|c| c.contains(seq))
+}
+
 /// The cover hiding `key` (a history key of `id`, parsed as `parsed`), if any: a cover hides its
 /// whole run of seqs except its own summary key.
 pub(crate) fn hiding(covers: &[Cover], parsed: MessageKey) -> Option<&Cover> {

@@ -52,8 +52,9 @@ pub use layers::{AgentOverrides, CompactionOverrides, MemoryOverrides};
 pub use overrides::{ENV_PREFIX, overrides_from_env};
 pub use resolve::{AgentDefaults, ResolvedConfig};
 pub use sections::{
-    CacheHint, ClusterSection, DEFAULT_STORE_CACHE_MB, EmbedderProvider, EmbedderSection,
-    LlmConfig, Provider, RuntimeSection, StoreBackend, StoreConfig, StructuredOutput,
+    CacheHint, ClusterSection, DEFAULT_HISTORY_CACHE_MB, DEFAULT_STORE_CACHE_MB, EmbedderProvider,
+    EmbedderSection, LlmConfig, Provider, RuntimeSection, StoreBackend, StoreConfig,
+    StructuredOutput,
 };
 #[cfg(feature = "openapi")]
 pub use tools::ToolParametersSchema;

@@ -387,6 +387,7 @@ importance = "llm"
         assert_eq!(d.compaction.summary_cap(), 1_228);
         assert_eq!(d.memory.min_importance, 3);
         assert_eq!(resolved.store.flush_every, Duration::from_millis(500));
+        assert_eq!(resolved.store.history_cache_mb, 8);
         assert_eq!(resolved.llm.timeout, Duration::from_secs(60));
         assert_eq!(resolved.runtime.max_concurrent_sleeps, 4);
         assert!(resolved.agents.is_empty());

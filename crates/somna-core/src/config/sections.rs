@@ -123,6 +123,9 @@ crate::str_enum! {
 /// The default `[store] cache_mb`: sled's page cache in MiB.
 pub const DEFAULT_STORE_CACHE_MB: u64 = 64;
 
+/// The default `[store] history_cache_mb`: the live-history cache's budget in MiB.
+pub const DEFAULT_HISTORY_CACHE_MB: u64 = 8;
+
 /// The resolved `[store]` section (also its raw form: every key has a built-in default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -144,6 +147,11 @@ pub struct StoreConfig {
     /// above zero. Larger caches save reads of old pages (history reads, searches of agents not
     /// touched lately) at the cost of resident memory.
     pub cache_mb: u64,
+    /// The most MiB of decoded live history kept in memory between turns, over all agents (on
+    /// either backend): an agent whose history is there reads none of it from the store on its
+    /// turn. Past the budget, the histories of agents not read lately are dropped (read again
+    /// when needed). 0 turns the cache off.
+    pub history_cache_mb: u64,
     /// The Postgres connection URL (`postgres://user:password@host:5432/db`) for
     /// `backend = "postgres"`; never printed with its password.
     pub url: DbUrl,
@@ -163,6 +171,7 @@ impl Default for StoreConfig {
             flush_every: Duration::from_millis(500),
             durable_acks: true,
             cache_mb: DEFAULT_STORE_CACHE_MB,
+            history_cache_mb: DEFAULT_HISTORY_CACHE_MB,
             url: DbUrl::default(),
             schema: "somna".to_string(),
             pool_size: 8,

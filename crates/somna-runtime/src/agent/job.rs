@@ -2,6 +2,8 @@
 //! run as spawned futures with their own copies of what they need (`JobContext`), reporting
 //! back a [`JobOutcome`]. Sleep's steps are in `sleep.rs`.
 
+use std::sync::Arc;
+
 use somna_core::compaction::{PlanOutcome, PlanRequest, plan};
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, Role};
@@ -267,7 +269,7 @@ impl JobContext {
     /// agent does not compact more often. `calibration`: the step's new one, if any;
     /// `history`: the live history the step replied over with its reply, read again when `None`
     /// (an input that arrived during the step is not in it: the check is a forecast either way).
-    fn tired(&self, calibration: Option<&Calibration>, history: Option<Vec<Message>>) -> bool {
+    fn tired(&self, calibration: Option<&Calibration>, history: Option<Arc<Vec<Message>>>) -> bool {
         let cfg = &self.config.compaction;
         if !cfg.enabled {
             return false;
@@ -287,7 +289,7 @@ impl JobContext {
         }
         let history = match history {
             Some(history) => history,
-            None => match self.deps.store.history(&self.id) {
+            None => match self.deps.store.live_history(&self.id) {
                 Ok(history) => history,
                 Err(_) => return false,
             },
@@ -449,9 +451,9 @@ impl JobContext {
     }
 
     /// Scores observations, then (if a reply is owed) calls the LLM, runs built-in tools, hands
-    /// host tool calls to the host, and appends the reply. Returns the live history the reply
-    /// was made over with the reply at its end, when the step ended in one.
-    async fn step(&self, out: &mut JobOutcome) -> Result<Option<Vec<Message>>, JobError> {
+    /// host tool calls to the host, and appends the reply. Returns the live history with the
+    /// reply at its end, when the step ended in one.
+    async fn step(&self, out: &mut JobOutcome) -> Result<Option<Arc<Vec<Message>>>, JobError> {
         self.score_observations(out).await?;
         if !self.needs_reply {
             return Ok(None);
@@ -459,21 +461,29 @@ impl JobContext {
         let store = &self.deps.store;
         let specs = tools::all_specs(&self.config);
         let mut calibration = self.calibration;
-        // Read once for the first round; a tool round reads it again (its results appended).
-        let mut history = store.history(&self.id)?;
         // The input's vector, once per turn (the tool rounds after it retrieve for the same input).
         let mut query: Option<(String, Vec<f32>)> = None;
+        // The turn's first read of the history counts towards its admission to the store's cache;
+        // the others are the same turn's (see `Store::live_history_again`).
+        let mut read_before = false;
         if let Some(semantic) = &self.deps.semantic {
+            let history = store.live_history(&self.id)?;
+            read_before = true;
             let input = prompt::latest_input(&history);
             let embedder = semantic.embedder.as_ref();
             if let Some(v) = crate::semantic::embed_query(embedder, &self.id, input).await {
                 query = Some((embedder.model().to_string(), v));
             }
         }
-        for round in 0..MAX_TOOL_ROUNDS {
-            if round > 0 {
-                history = store.history(&self.id)?;
-            }
+        for _ in 0..MAX_TOOL_ROUNDS {
+            // Shared with the store's live-history cache (a tool round's results are in it), and
+            // dropped with the prompt's assembly: held across the reply's append, it would make
+            // that append copy the cached history.
+            let history = if std::mem::replace(&mut read_before, true) {
+                store.live_history_again(&self.id)?
+            } else {
+                store.live_history(&self.id)?
+            };
             let semantic = query.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
             let (built, _) = prompt::assemble_with(
                 store,
@@ -483,6 +493,7 @@ impl JobContext {
                 semantic,
                 &self.counter,
             )?;
+            drop(history);
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
                 .with_purpose(Purpose::Chat)
@@ -547,8 +558,10 @@ impl JobContext {
                     text: reply.content.clone(),
                     usage: out.chat_usage,
                 });
-                history.push(reply);
-                return Ok(Some(history));
+                // The history with the reply (and any input that came during the step) when the
+                // cache holds it (the append extended it); else the tiredness check reads it if
+                // it needs it.
+                return Ok(store.cached_live_history(&self.id));
             }
             let mut waiting = Vec::new();
             for call in &response.tool_calls {

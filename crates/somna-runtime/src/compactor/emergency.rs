@@ -43,7 +43,7 @@ impl Compactor {
         let mut steps = Vec::new();
 
         // Step 1: mask every old tool output outside the preserve window.
-        let history = self.store.history(req.agent)?;
+        let history = self.store.live_history(req.agent)?;
         let protect = MaskPolicy {
             keep_recent: cfg.preserve_messages as usize,
             exempt_tools: cfg.mask_exempt_tools.clone(),
@@ -85,7 +85,7 @@ impl Compactor {
             CompactionMethod::Extractive,
             CompactionMethod::ArchiveMarker,
         ] {
-            let history = self.store.history(req.agent)?;
+            let history = self.store.live_history(req.agent)?;
             let planned = plan(
                 &PlanRequest {
                     history: &history,
@@ -209,7 +209,7 @@ impl Compactor {
         let cfg = &config.compaction;
         let counter = TokenCounter::for_model(&config.model);
         let calibration = self.calibration(agent, &counter)?;
-        let history = self.store.history(agent)?;
+        let history = self.store.live_history(agent)?;
         let measured = Usage::new(
             fixed_tokens,
             history.iter().map(|m| u64::from(m.tokens)).sum::<u64>(),

@@ -33,6 +33,10 @@ use crate::stats::TickStats;
 /// abandoned job loses nothing).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
+/// How often the store's live-history cache is swept: an agent's cached history goes once it has
+/// not been read for one to two sweeps (see `somna_store::live`).
+pub const HISTORY_CACHE_SWEEP: Duration = Duration::from_secs(5);
+
 /// Knobs of the runtime that are not in runtime.toml.
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
@@ -199,6 +203,15 @@ impl Runtime {
                 semantic: options.semantic,
             }),
         };
+        // The sweeper holds the runtime weakly: it ends with the runtime, or with its Arbiter.
+        let weak = Arc::downgrade(&runtime.inner);
+        runtime.inner.arbiters[0].spawn(async move {
+            loop {
+                tokio::time::sleep(HISTORY_CACHE_SWEEP).await;
+                let Some(inner) = weak.upgrade() else { break };
+                inner.store.sweep_history_cache();
+            }
+        });
         if store.cluster().is_some() {
             // A cluster node hosts the agents of the shards it acquires (see `cluster`).
             cluster::start(

@@ -12,7 +12,9 @@ use super::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
+use crate::live::Cached;
 use crate::store::{Store, tree_names};
+use crate::view;
 
 /// What [`Store::score`] found for a query.
 #[derive(Debug, Default)]
@@ -151,35 +153,74 @@ impl Store {
         covers: &[Cover],
         seqs: &[u64],
     ) -> Result<Vec<Option<Message>>> {
-        let trees = &self.inner.trees;
-        let keys: Vec<Vec<u8>> = seqs.iter().map(|&s| keys::seq(id, s)).collect();
-        let in_history = trees.history.get_many(&keys)?;
         let mut out: Vec<Option<Message>> = vec![None; seqs.len()];
+        // What the agent's cache answers (see `live`): an original read before, and a live
+        // message by the cached live history; the rest (`todo`) is read from the trees.
+        let state = self.loaded_state(id);
+        let todo: Vec<usize> = match &state {
+            Some(state) => {
+                let slot = state.live_slot();
+                match slot.as_ref() {
+                    Some(cached) => (0..seqs.len())
+                        .filter(|&i| match cached_original(cached, covers, seqs[i]) {
+                            Known::Archived(m) => {
+                                out[i] = Some(m.clone());
+                                false
+                            }
+                            Known::Live => false,
+                            Known::Unknown => true,
+                        })
+                        .collect(),
+                    None => (0..seqs.len()).collect(),
+                }
+            }
+            None => (0..seqs.len()).collect(),
+        };
+        if todo.is_empty() {
+            return Ok(out);
+        }
+        let trees = &self.inner.trees;
+        let keys: Vec<Vec<u8>> = todo.iter().map(|&i| keys::seq(id, seqs[i])).collect();
+        let in_history = trees.history.get_many(&keys)?;
         let mut elsewhere: Vec<usize> = Vec::new();
-        for (i, value) in in_history.into_iter().enumerate() {
+        for (k, value) in in_history.into_iter().enumerate() {
+            let i = todo[k];
             let message: Option<Message> = match value {
-                Some(v) => Some(codec::decode_message(tree_names::HISTORY, &keys[i], &v)?),
+                Some(v) => Some(codec::decode_message(tree_names::HISTORY, &keys[k], &v)?),
                 None => None,
             };
             match message {
                 Some(m) if matches!(m.kind, MessageKind::Normal) => {
-                    let hidden = covers.iter().any(|c| c.contains(seqs[i]));
+                    let hidden = view::covered(covers, seqs[i]);
                     out[i] = hidden.then_some(m);
                 }
                 // Masked in place (its original is in the archive tree), or moved there by a
                 // layout-1 compaction.
-                _ => elsewhere.push(i),
+                _ => elsewhere.push(k),
             }
         }
         if !elsewhere.is_empty() {
-            let archive_keys: Vec<Vec<u8>> = elsewhere.iter().map(|&i| keys[i].clone()).collect();
+            let archive_keys: Vec<Vec<u8>> = elsewhere.iter().map(|&k| keys[k].clone()).collect();
             let values = trees.archive.get_many(&archive_keys)?;
-            for (&i, value) in elsewhere.iter().zip(values) {
+            for (&k, value) in elsewhere.iter().zip(values) {
                 if let Some(v) = value {
                     let original: Message =
-                        codec::decode_message(tree_names::ARCHIVE, &keys[i], &v)?;
-                    out[i] = matches!(original.kind, MessageKind::Normal).then_some(original);
+                        codec::decode_message(tree_names::ARCHIVE, &keys[k], &v)?;
+                    out[todo[k]] = matches!(original.kind, MessageKind::Normal).then_some(original);
                 }
+            }
+        }
+        // Kept for an agent whose history is cached (one in conversation).
+        if let Some(state) = state {
+            let kept = state.with_cache(|cached| {
+                for &i in &todo {
+                    if let Some(original) = &out[i] {
+                        cached.keep_original(original);
+                    }
+                }
+            });
+            if kept {
+                self.inner.history_cache.trim();
             }
         }
         Ok(out)
@@ -240,7 +281,7 @@ impl Store {
     ) -> Result<Option<Message>> {
         let trees = &self.inner.trees;
         let key = keys::seq(id, seq);
-        let hidden = covers.iter().any(|c| c.contains(seq));
+        let hidden = view::covered(covers, seq);
         let in_history: Option<Message> = match trees.history.get(&key)? {
             Some(v) => Some(codec::decode_message(tree_names::HISTORY, &key, &v)?),
             None => None,
@@ -394,4 +435,34 @@ pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
     }
     scored[..n].sort_by(order);
     n
+}
+
+/// What an agent's cache knows of message `seq` (see `Store::archived_originals`).
+enum Known<'a> {
+    /// Archived (hidden under a cover, or masked in the live history), with its original.
+    Archived(&'a Message),
+    /// A normal message of the live history: not archived.
+    Live,
+    /// Not enough: read the trees.
+    Unknown,
+}
+
+fn cached_original<'a>(cached: &'a Cached, covers: &[Cover], seq: u64) -> Known<'a> {
+    if view::covered(covers, seq) {
+        return cached.original(seq).map_or(Known::Unknown, Known::Archived);
+    }
+    let Some(live) = cached.live() else {
+        return Known::Unknown;
+    };
+    match live.binary_search_by_key(&seq, |m| m.seq) {
+        Ok(j) => match live[j].kind {
+            MessageKind::Normal => Known::Live,
+            // The placeholder of a masked message: its original, if read before.
+            MessageKind::Masked { .. } => {
+                cached.original(seq).map_or(Known::Unknown, Known::Archived)
+            }
+            MessageKind::Summary(_) => Known::Unknown,
+        },
+        Err(_) => Known::Unknown,
+    }
 }

@@ -24,6 +24,7 @@ mod events;
 mod index;
 mod journal;
 mod layout;
+mod live_cache;
 mod messages;
 mod postgres;
 mod props;
