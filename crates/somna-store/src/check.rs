@@ -363,11 +363,10 @@ impl Store {
         // the archived originals it keeps are the trees' originals of their seqs.
         if let Some(state) = self.loaded_state(id) {
             let guard = state.lock();
-            let originals: Vec<Message> = state
-                .live_slot()
-                .as_ref()
-                .map(|c| c.originals().cloned().collect())
-                .unwrap_or_default();
+            let cached = self.inner.history_cache.with_entry(id, |e| {
+                (e.live().cloned(), e.originals().cloned().collect())
+            });
+            let (live, originals): (_, Vec<Message>) = cached.unwrap_or_default();
             for original in originals {
                 let key = keys::seq(id, original.seq);
                 let in_history = match trees.history.get(&key)? {
@@ -388,7 +387,7 @@ impl Store {
                     ));
                 }
             }
-            if let Some(cached) = state.cached_history() {
+            if let Some(cached) = live {
                 let entries =
                     view::live_entries(&trees.history, id, &guard.covers, 0, None, usize::MAX)?;
                 let stored = view::decode_all(&entries)?;

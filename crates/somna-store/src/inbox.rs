@@ -16,7 +16,8 @@ use somna_core::{AgentId, Message, Timestamp};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::store::{HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 
 /// An input waiting in the inbox.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,7 +202,9 @@ impl Store {
         next.history_tokens += u64::from(message.tokens);
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(
+        self.publish(
+            id,
+            &state,
             &mut guard,
             next,
             HistoryChange::Appended(std::slice::from_ref(&message)),

@@ -6,7 +6,8 @@ use somna_core::{AgentId, EntryId, Fact, JournalEntry, JournalQuery};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::store::{HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 
 impl Store {
     /// Appends a journal entry: assigns its id and writes the entry and its by-source index key in
@@ -19,7 +20,7 @@ impl Store {
         let stored = push_entries(id, &mut next, vec![entry], &mut writes)?;
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(&mut guard, next, HistoryChange::of(&writes));
+        self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         stored
             .into_iter()
             .next()
@@ -165,7 +166,7 @@ impl Store {
         }
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(&mut guard, next, HistoryChange::of(&writes));
+        self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         tracing::debug!(agent = %id, facts = stored.len(), entries = entry_ids.len(), "consolidated");
         Ok(stored)
     }

@@ -1,24 +1,28 @@
 //! The live-history cache: each agent's live history, decoded, kept in memory between turns so
-//! that a turn, a usage check or a compaction does not read and decode it from the trees again.
+//! that a turn, a usage check or a compaction does not read and decode it from the trees again,
+//! with the archived originals its retrievals read.
 //!
-//! **Coherence.** The cached history sits in the agent's in-memory state (`AgentState`), beside
-//! its record, and changes only while the record's lock is held: every commit that writes the
-//! history tree publishes its record through `AgentState::publish`, which either extends the
-//! cache with the messages an append stored (`publish_appended`) or drops it (any other write to
-//! the history tree: a compaction, a masking, an undo). A write set that leaves the history tree
-//! alone (the journal, events, the record's own fields) keeps it. So the cache is exactly what a
-//! read of the trees under the same lock would give, on both backends. A cluster node caches only
-//! the agents of the shards it holds, like their records: a state made for one read of another
-//! node's agent is never cached, and losing a shard forgets its agents' states with their caches.
+//! **Coherence.** An agent's cached history changes only while its record's lock is held: every
+//! commit publishes its record through `Store::publish`, which tells the cache what the commit did
+//! to the history tree ([`HistoryChange`]): an append extends the cached history with what it
+//! stored; any other write to the history tree (a compaction, a masking, an undo) drops it; a
+//! write set that leaves the history tree alone (the journal, events, the record's own fields)
+//! keeps it. Reads fill it under the same lock. So the cache is exactly what a read of the trees
+//! under that lock would give, on both backends. An archived original never changes, so those
+//! stay; whether a message is still archived is decided on every read from the covers and the
+//! cached history. A cluster node caches only the agents of the shards it holds, like their
+//! records: a state made for one read of another node's agent is never cached, and losing a shard
+//! forgets its agents' caches with their states.
 //!
 //! **Admission.** An agent's history is cached when it is read from the trees a second time
 //! within a sweep period or two (a turn after a turn: an agent in conversation); a single read —
 //! an agent that speaks every minute, a status query — caches nothing. The archived originals a
 //! retrieval reads are kept only for an agent whose history is cached.
 //!
-//! **Memory.** All agents' caches together stay within a byte budget (`[store] history_cache_mb`,
-//! [`DEFAULT_HISTORY_CACHE_MB`]): past it, the clock hand (a queue of the agents that hold a
-//! cache, each with a "read since the hand last passed" bit) drops the caches of agents not read
+//! **Memory.** The cache is a table beside the agents' states (which stay as small as they were:
+//! a runtime may hold a million), within a byte budget for all agents (`[store]
+//! history_cache_mb`, [`DEFAULT_HISTORY_CACHE_MB`]): past it, the clock hand (the cached agents in
+//! order, each with a "read since the hand last passed" bit) drops the caches of agents not read
 //! lately. The runtime also sweeps every few seconds (`Store::sweep_history_cache`): a cache not
 //! read since the sweep before goes, so the memory is held by agents in conversation, not by
 //! every agent that spoke once. An agent whose history is dropped reads it from the trees on its
@@ -26,11 +30,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use somna_core::Message;
-
-use crate::store::AgentState;
+use somna_core::{AgentId, Message};
 
 /// The default budget of the live-history cache, in MiB (`[store] history_cache_mb`).
 pub const DEFAULT_HISTORY_CACHE_MB: u64 = somna_core::config::DEFAULT_HISTORY_CACHE_MB;
@@ -44,111 +46,72 @@ pub struct HistoryCacheStats {
     pub budget: u64,
     /// Reads served from memory.
     pub hits: u64,
-    /// Reads that went to the trees (and cached what they read).
+    /// Reads that went to the trees.
     pub misses: u64,
     /// Caches dropped: to stay within the budget, or by a sweep (not read since the one before).
     pub evictions: u64,
 }
 
-/// The budget and the clock hand shared by every agent's cache.
-pub(crate) struct HistoryCache {
-    budget: AtomicU64,
-    used: Arc<AtomicU64>,
-    /// Agents holding a cache, oldest first (each at most once: `AgentState::in_ring`).
-    ring: Mutex<VecDeque<Weak<AgentState>>>,
-    /// Counts sweeps: an agent read from the trees in this period or the one before is admitted
-    /// (see `AgentState::cache_history`).
-    epoch: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
-    evictions: AtomicU64,
+/// What a commit did to an agent's history, for its cached copy.
+pub(crate) enum HistoryChange<'a> {
+    /// The history tree was not written.
+    None,
+    /// These messages were appended (in seq order, after every live message).
+    Appended(&'a [Message]),
+    /// Anything else (a compaction, a masking, an undo): the cached copy is dropped.
+    Rewritten,
 }
 
-impl Default for HistoryCache {
+/// The cache of every agent: one table under one lock (held for lookups and small updates only).
+#[derive(Default)]
+pub(crate) struct HistoryCache {
+    table: Mutex<Table>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+struct Table {
+    entries: HashMap<AgentId, Entry>,
+    /// The cached agents, in the clock hand's order (each once).
+    hand: VecDeque<AgentId>,
+    /// Agents read from the trees lately, with the sweep period of that read (admission).
+    seen: HashMap<AgentId, u64>,
+    /// Counts sweeps.
+    epoch: u64,
+    used: u64,
+    budget: u64,
+    evictions: u64,
+}
+
+impl Default for Table {
     fn default() -> Self {
-        HistoryCache {
-            budget: AtomicU64::new(DEFAULT_HISTORY_CACHE_MB * 1024 * 1024),
-            used: Arc::new(AtomicU64::new(0)),
-            ring: Mutex::new(VecDeque::new()),
-            epoch: AtomicU64::new(1),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+        Table {
+            entries: HashMap::new(),
+            hand: VecDeque::new(),
+            seen: HashMap::new(),
+            epoch: 0,
+            used: 0,
+            budget: DEFAULT_HISTORY_CACHE_MB * 1024 * 1024,
+            evictions: 0,
         }
     }
 }
 
 /// One agent's cache: its live history (dropped by a commit that rewrites it) and the originals
-/// of archived messages read before (kept: an archived original never changes, whatever becomes
-/// of the message later; whether it is still archived is decided per read from the covers and the
-/// live history).
-pub(crate) struct Cached {
+/// of archived messages read before.
+#[derive(Default)]
+pub(crate) struct Entry {
     live: Option<Arc<Vec<Message>>>,
     live_bytes: u64,
     originals: HashMap<u64, Message>,
     bytes: u64,
-    used: Arc<AtomicU64>,
+    /// Read since the clock hand last passed.
+    referenced: bool,
 }
 
-impl Drop for Cached {
-    fn drop(&mut self) {
-        self.used.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-}
-
-impl Cached {
-    fn new(used: &Arc<AtomicU64>) -> Self {
-        Cached {
-            live: None,
-            live_bytes: 0,
-            originals: HashMap::new(),
-            bytes: 0,
-            used: Arc::clone(used),
-        }
-    }
-
-    fn add(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        self.used.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    fn sub(&mut self, bytes: u64) {
-        self.bytes -= bytes;
-        self.used.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
+impl Entry {
     pub(crate) fn live(&self) -> Option<&Arc<Vec<Message>>> {
         self.live.as_ref()
-    }
-
-    /// Caches `messages` as the live history.
-    pub(crate) fn set_live(&mut self, messages: Arc<Vec<Message>>) {
-        self.drop_live();
-        let bytes: u64 = messages.iter().map(message_bytes).sum();
-        self.live = Some(messages);
-        self.live_bytes = bytes;
-        self.add(bytes);
-    }
-
-    /// Forgets the live history (a commit rewrote it); the originals stay.
-    pub(crate) fn drop_live(&mut self) {
-        if self.live.take().is_some() {
-            let bytes = std::mem::take(&mut self.live_bytes);
-            self.sub(bytes);
-        }
-    }
-
-    /// Appends `stored` (an append's messages, in seq order after the cached ones) to the live
-    /// history, if cached. Copies the history first only when a reader still holds the previous
-    /// snapshot.
-    pub(crate) fn extend(&mut self, stored: &[Message]) {
-        let Some(live) = self.live.as_mut() else {
-            return;
-        };
-        let added: u64 = stored.iter().map(message_bytes).sum();
-        Arc::make_mut(live).extend_from_slice(stored);
-        self.live_bytes += added;
-        self.add(added);
     }
 
     /// The original of archived message `seq`, if read before.
@@ -160,21 +123,13 @@ impl Cached {
     pub(crate) fn originals(&self) -> impl Iterator<Item = &Message> {
         self.originals.values()
     }
-
-    /// Keeps `original` (a normal message read from the archive or hidden in the history).
-    pub(crate) fn keep_original(&mut self, original: &Message) {
-        if !self.originals.contains_key(&original.seq) {
-            self.add(message_bytes(original) + ORIGINAL_ENTRY_BYTES);
-            self.originals.insert(original.seq, original.clone());
-        }
-    }
 }
 
 /// What a map entry of an original costs beyond the message (its key and the table's slack).
 const ORIGINAL_ENTRY_BYTES: u64 = 16;
 
 /// The bytes `m` takes in memory, near enough for a budget: its struct and its strings.
-pub(crate) fn message_bytes(m: &Message) -> u64 {
+fn message_bytes(m: &Message) -> u64 {
     let calls: usize = m
         .tool_calls
         .iter()
@@ -187,109 +142,213 @@ pub(crate) fn message_bytes(m: &Message) -> u64 {
         + calls) as u64
 }
 
-impl HistoryCache {
-    pub(crate) fn set_budget(&self, bytes: u64) {
-        self.budget.store(bytes, Ordering::Relaxed);
-    }
-
-    pub(crate) fn enabled(&self) -> bool {
-        self.budget.load(Ordering::Relaxed) > 0
-    }
-
-    pub(crate) fn stats(&self) -> HistoryCacheStats {
-        HistoryCacheStats {
-            bytes: self.used.load(Ordering::Relaxed),
-            budget: self.budget.load(Ordering::Relaxed),
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
+impl Table {
+    fn add(&mut self, id: &AgentId, bytes: u64) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.bytes += bytes;
+            self.used += bytes;
         }
     }
 
-    pub(crate) fn hit(&self) {
-        self.hits.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn miss(&self) {
-        self.misses.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// An empty cache entry, counted in the budget as it grows.
-    pub(crate) fn entry(&self) -> Cached {
-        Cached::new(&self.used)
-    }
-
-    /// Puts `state` on the clock hand's queue unless it is there already.
-    pub(crate) fn enlist(&self, state: &Arc<AgentState>) {
-        if !state.in_ring.swap(true, Ordering::AcqRel) {
-            self.ring
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push_back(Arc::downgrade(state));
+    fn evict(&mut self, id: &AgentId) {
+        if let Some(entry) = self.entries.remove(id) {
+            self.used -= entry.bytes;
+            self.evictions += 1;
         }
-    }
-
-    /// Drops the caches of agents not read lately until the cache is within its budget. Called
-    /// with no agent's cache locked (a record's lock may be held: the hand only tries locks).
-    pub(crate) fn trim(&self) {
-        if !self.over_budget() {
-            return;
-        }
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        // Every agent gets its second chance once per pass; two passes are enough to evict any
-        // of them.
-        let steps = ring.len().saturating_mul(2);
-        self.hand(&mut ring, steps, Self::over_budget);
-    }
-
-    /// One pass of the clock hand over every cached agent: drops the caches not read since the
-    /// pass before. The runtime sweeps every few seconds, so that the memory goes to the agents
-    /// in conversation rather than to every agent that spoke once.
-    pub(crate) fn sweep(&self) {
-        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let steps = ring.len();
-        self.hand(&mut ring, steps, |_| true);
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The current sweep period.
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    fn over_budget(&self) -> bool {
-        self.used.load(Ordering::Relaxed) > self.budget.load(Ordering::Relaxed)
     }
 
     /// Moves the clock hand up to `steps` agents while `go` holds: an agent read since the hand
     /// last passed loses its mark and stays; any other loses its cache.
-    fn hand(
-        &self,
-        ring: &mut VecDeque<Weak<AgentState>>,
-        mut steps: usize,
-        go: impl Fn(&Self) -> bool,
-    ) {
+    fn turn_hand(&mut self, mut steps: usize, go: impl Fn(&Table) -> bool) {
         while steps > 0 && go(self) {
             steps -= 1;
-            let Some(weak) = ring.pop_front() else { break };
-            let Some(state) = weak.upgrade() else {
-                continue;
+            let Some(id) = self.hand.pop_front() else {
+                break;
             };
-            if state.live_referenced.swap(false, Ordering::AcqRel) {
-                ring.push_back(weak);
-                continue;
-            }
-            match state.try_take_live() {
-                Some(Some(dropped)) => {
-                    state.in_ring.store(false, Ordering::Release);
-                    drop(dropped);
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
+            match self.entries.get_mut(&id) {
+                Some(entry) if entry.referenced => {
+                    entry.referenced = false;
+                    self.hand.push_back(id);
                 }
-                // Nothing cached any more: off the queue.
-                Some(None) => state.in_ring.store(false, Ordering::Release),
-                // In use: try it again later.
-                None => ring.push_back(weak),
+                Some(_) => self.evict(&id),
+                None => {}
             }
         }
+    }
+
+    fn over_budget(&self) -> bool {
+        self.used > self.budget
+    }
+
+    /// Drops the caches of agents not read lately until the cache is within its budget. Every
+    /// agent gets its second chance once per pass; two passes are enough to evict any of them.
+    fn trim(&mut self) {
+        if self.over_budget() {
+            let steps = self.hand.len().saturating_mul(2);
+            self.turn_hand(steps, Table::over_budget);
+        }
+    }
+}
+
+impl HistoryCache {
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_budget(&self, bytes: u64) {
+        let mut table = self.table();
+        table.budget = bytes;
+        table.trim();
+    }
+
+    pub(crate) fn stats(&self) -> HistoryCacheStats {
+        let table = self.table();
+        HistoryCacheStats {
+            bytes: table.used,
+            budget: table.budget,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: table.evictions,
+        }
+    }
+
+    /// The cached live history of `id`, if any (the caller holds the agent's record lock). A hit
+    /// marks the agent read.
+    pub(crate) fn live(&self, id: &AgentId) -> Option<Arc<Vec<Message>>> {
+        let mut table = self.table();
+        let entry = table.entries.get_mut(id)?;
+        let live = Arc::clone(entry.live.as_ref()?);
+        entry.referenced = true;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(live)
+    }
+
+    /// After a read of `id`'s live history from the trees (under its record lock): caches it if
+    /// the agent is admitted — `admit`, and it has a cache already or was read from the trees in
+    /// this sweep period or the one before.
+    pub(crate) fn read_from_trees(&self, id: &AgentId, messages: &Arc<Vec<Message>>, admit: bool) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let mut table = self.table();
+        if !admit || table.budget == 0 {
+            return;
+        }
+        if !table.entries.contains_key(id) {
+            let epoch = table.epoch;
+            let seen = table.seen.insert(id.clone(), epoch);
+            if seen.is_none_or(|e| e + 1 < epoch) {
+                return;
+            }
+            table.entries.insert(id.clone(), Entry::default());
+            table.hand.push_back(id.clone());
+        }
+        let bytes: u64 = messages.iter().map(message_bytes).sum();
+        let Some(entry) = table.entries.get_mut(id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.live_bytes, bytes);
+        entry.live = Some(Arc::clone(messages));
+        entry.bytes = entry.bytes - old + bytes;
+        entry.referenced = true;
+        table.used = table.used - old + bytes;
+        table.trim();
+    }
+
+    /// What a commit of `id` did to its history (the caller holds the agent's record lock).
+    pub(crate) fn committed(&self, id: &AgentId, change: HistoryChange<'_>) {
+        if matches!(change, HistoryChange::None) {
+            return;
+        }
+        let mut table = self.table();
+        let Some(entry) = table.entries.get_mut(id) else {
+            return;
+        };
+        let Some(live) = entry.live.as_mut() else {
+            return;
+        };
+        let added = match change {
+            HistoryChange::None => 0,
+            HistoryChange::Appended(stored) => {
+                // Copies the history first only when a reader still holds the previous snapshot.
+                Arc::make_mut(live).extend_from_slice(stored);
+                let added: u64 = stored.iter().map(message_bytes).sum();
+                entry.live_bytes += added;
+                entry.bytes += added;
+                added
+            }
+            HistoryChange::Rewritten => {
+                entry.live = None;
+                let bytes = std::mem::take(&mut entry.live_bytes);
+                entry.bytes -= bytes;
+                table.used -= bytes;
+                0
+            }
+        };
+        if added > 0 {
+            table.used += added;
+            table.trim();
+        }
+    }
+
+    /// Runs `read` on `id`'s entry, if it has one.
+    pub(crate) fn with_entry<T>(&self, id: &AgentId, read: impl FnOnce(&Entry) -> T) -> Option<T> {
+        let mut table = self.table();
+        let entry = table.entries.get_mut(id)?;
+        entry.referenced = true;
+        Some(read(entry))
+    }
+
+    /// Keeps `originals` (normal messages read from the archive or hidden in the history) for
+    /// `id`, if its history is cached.
+    pub(crate) fn keep_originals<'m>(
+        &self,
+        id: &AgentId,
+        originals: impl Iterator<Item = &'m Message>,
+    ) {
+        let mut table = self.table();
+        let Some(entry) = table.entries.get_mut(id) else {
+            return;
+        };
+        let mut added = 0;
+        for original in originals {
+            if let std::collections::hash_map::Entry::Vacant(slot) =
+                entry.originals.entry(original.seq)
+            {
+                added += message_bytes(original) + ORIGINAL_ENTRY_BYTES;
+                slot.insert(original.clone());
+            }
+        }
+        if added > 0 {
+            table.add(id, added);
+            table.trim();
+        }
+    }
+
+    /// One pass of the clock hand over every cached agent: drops the caches not read since the
+    /// pass before, and forgets the reads that can no longer admit anyone.
+    pub(crate) fn sweep(&self) {
+        let mut table = self.table();
+        let steps = table.hand.len();
+        table.turn_hand(steps, |_| true);
+        table.epoch += 1;
+        let epoch = table.epoch;
+        table.seen.retain(|_, e| *e + 1 >= epoch);
+    }
+
+    /// Forgets the caches of every agent `which` selects (a shard this node no longer holds).
+    pub(crate) fn forget(&self, which: impl Fn(&AgentId) -> bool) {
+        let mut table = self.table();
+        let gone: Vec<AgentId> = table
+            .entries
+            .keys()
+            .filter(|id| which(id))
+            .cloned()
+            .collect();
+        for id in &gone {
+            if let Some(entry) = table.entries.remove(id) {
+                table.used -= entry.bytes;
+            }
+        }
+        table.hand.retain(|id| !which(id));
+        table.seen.retain(|id, _| !which(id));
     }
 }

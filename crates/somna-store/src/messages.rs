@@ -8,7 +8,8 @@ use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::live::HistoryCacheStats;
-use crate::store::{AgentState, HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{AgentState, Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 impl Store {
@@ -69,7 +70,13 @@ impl Store {
         }
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(&mut guard, next, HistoryChange::Appended(&stored));
+        self.publish(
+            id,
+            &state,
+            &mut guard,
+            next,
+            HistoryChange::Appended(&stored),
+        );
         Ok(stored)
     }
 
@@ -99,28 +106,22 @@ impl Store {
             return Ok(Arc::default());
         };
         let cache = &self.inner.history_cache;
-        let messages = {
-            let guard = state.lock();
-            if let Some(messages) = state.cached_history() {
-                cache.hit();
-                return Ok(messages);
-            }
-            cache.miss();
-            let entries = view::live_entries(
-                &self.inner.trees.history,
-                id,
-                &guard.covers,
-                0,
-                None,
-                usize::MAX,
-            )?;
-            let messages = Arc::new(view::decode_all(&entries)?);
-            if admit && state.cache_history(cache, Arc::clone(&messages)) {
-                cache.enlist(&state);
-            }
-            messages
-        };
-        cache.trim();
+        let guard = state.lock();
+        // Another node's agent (a state made for this read) is never cached.
+        let cacheable = state.cacheable();
+        if cacheable && let Some(messages) = cache.live(id) {
+            return Ok(messages);
+        }
+        let entries = view::live_entries(
+            &self.inner.trees.history,
+            id,
+            &guard.covers,
+            0,
+            None,
+            usize::MAX,
+        )?;
+        let messages = Arc::new(view::decode_all(&entries)?);
+        cache.read_from_trees(id, &messages, admit && cacheable);
         Ok(messages)
     }
 
@@ -129,11 +130,7 @@ impl Store {
     pub fn cached_live_history(&self, id: &AgentId) -> Option<Arc<Vec<Message>>> {
         let state = self.loaded_state(id)?;
         let _guard = state.lock();
-        let cached = state.cached_history();
-        if cached.is_some() {
-            self.inner.history_cache.hit();
-        }
-        cached
+        self.inner.history_cache.live(id)
     }
 
     /// Up to `limit` history messages with seq ≥ `from_seq`, in seq order.
@@ -237,8 +234,9 @@ impl Store {
             return Ok(T::default());
         };
         let guard = state.lock();
-        if let Some(messages) = state.cached_history() {
-            self.inner.history_cache.hit();
+        if state.cacheable()
+            && let Some(messages) = self.inner.history_cache.live(id)
+        {
             return Ok(cached(&messages));
         }
         read(&guard.covers)
@@ -248,7 +246,6 @@ impl Store {
     /// cache off (what is cached goes at the next trim).
     pub fn set_history_cache_bytes(&self, bytes: u64) {
         self.inner.history_cache.set_budget(bytes);
-        self.inner.history_cache.trim();
     }
 
     /// Drops the cached histories of agents not read since the previous sweep (see `live`); the

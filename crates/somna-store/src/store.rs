@@ -11,13 +11,13 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use somna_core::config::{AgentOverrides, StoreConfig};
 use somna_core::tokens::Calibration;
-use somna_core::{AgentId, AgentRecord, Message, Seq, Timestamp};
+use somna_core::{AgentId, AgentRecord, Seq, Timestamp};
 
 use crate::backend::postgres::{self, PgDb};
 use crate::backend::sled::SledDb;
@@ -26,7 +26,7 @@ use crate::codec;
 use crate::durable::{FlushFailure, GroupCommit};
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::live::{Cached, HistoryCache};
+use crate::live::{HistoryCache, HistoryChange};
 
 /// How to open a [`Store`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,30 +210,8 @@ pub(crate) struct AgentState {
     record: Mutex<AgentRecord>,
     /// A copy of `record.history_tokens`, readable without the mutex (the O(1) usage read).
     history_tokens: AtomicU64,
-    /// The live history as last read or appended, changed only under the record's lock (see
-    /// `live`); `None` when not cached.
-    live: Mutex<Option<Cached>>,
-    /// Set when the cached history is read; cleared by the cache's clock hand (see `live`).
-    pub(crate) live_referenced: AtomicBool,
-    /// True while the agent is on the clock hand's queue.
-    pub(crate) in_ring: AtomicBool,
-    /// The sweep period of the last read of the history from the trees (`NEVER` before one).
-    seen_epoch: AtomicU64,
     /// False for a state made for one read (another node's agent): its history is never cached.
     cacheable: bool,
-}
-
-/// `AgentState::seen_epoch` before the first read.
-const NEVER: u64 = u64::MAX;
-
-/// What a commit did to the agent's history, for its cached copy.
-pub(crate) enum HistoryChange<'a> {
-    /// The history tree was not written.
-    None,
-    /// These messages were appended (in seq order, after every live message).
-    Appended(&'a [Message]),
-    /// Anything else (a compaction, a masking, an undo): the cached copy is dropped.
-    Rewritten,
 }
 
 impl HistoryChange<'_> {
@@ -252,10 +230,6 @@ impl AgentState {
         AgentState {
             history_tokens: AtomicU64::new(record.history_tokens),
             record: Mutex::new(record),
-            live: Mutex::new(None),
-            live_referenced: AtomicBool::new(false),
-            in_ring: AtomicBool::new(false),
-            seen_epoch: AtomicU64::new(NEVER),
             cacheable,
         }
     }
@@ -266,89 +240,17 @@ impl AgentState {
         self.record.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Publishes a committed record: the caller holds the lock through `guard`. `change` says
-    /// what the commit did to the history tree, so that the cached history stays what the trees
-    /// hold.
-    pub(crate) fn publish(
-        &self,
-        guard: &mut MutexGuard<'_, AgentRecord>,
-        next: AgentRecord,
-        change: HistoryChange<'_>,
-    ) {
+    /// Publishes a committed record: the caller holds the lock through `guard` (see
+    /// `Store::publish`).
+    fn set_record(&self, guard: &mut MutexGuard<'_, AgentRecord>, next: AgentRecord) {
         self.history_tokens
             .store(next.history_tokens, Ordering::Release);
         **guard = next;
-        match change {
-            HistoryChange::None => {}
-            HistoryChange::Appended(stored) => {
-                if let Some(cached) = self.live_slot().as_mut() {
-                    cached.extend(stored);
-                }
-            }
-            HistoryChange::Rewritten => {
-                if let Some(cached) = self.live_slot().as_mut() {
-                    cached.drop_live();
-                }
-            }
-        }
     }
 
-    /// The agent's cache (live history and archived originals), locked. Taken while holding the
-    /// record's lock, or alone; never the other way round.
-    pub(crate) fn live_slot(&self) -> MutexGuard<'_, Option<Cached>> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The cached live history, if any (the caller holds the record's lock).
-    pub(crate) fn cached_history(&self) -> Option<Arc<Vec<Message>>> {
-        let cached = self.live_slot().as_ref().and_then(|c| c.live().cloned());
-        if cached.is_some() {
-            self.live_referenced.store(true, Ordering::Release);
-        }
-        cached
-    }
-
-    /// Caches `messages` as the live history (the caller holds the record's lock and read them
-    /// under it from the trees), if the agent is admitted: it has a cache already, or its history
-    /// was read from the trees in this sweep period or the one before (see `live`). False when
-    /// nothing was cached.
-    pub(crate) fn cache_history(&self, cache: &HistoryCache, messages: Arc<Vec<Message>>) -> bool {
-        if !self.cacheable || !cache.enabled() {
-            return false;
-        }
-        let mut slot = self.live_slot();
-        if slot.is_none() {
-            let now = cache.epoch();
-            let seen = self.seen_epoch.swap(now, Ordering::AcqRel);
-            if seen == NEVER || seen.saturating_add(1) < now {
-                return false;
-            }
-        }
-        slot.get_or_insert_with(|| cache.entry()).set_live(messages);
-        self.live_referenced.store(true, Ordering::Release);
-        true
-    }
-
-    /// Runs `change` on the agent's cache if it has one; false otherwise.
-    pub(crate) fn with_cache(&self, change: impl FnOnce(&mut Cached)) -> bool {
-        match self.live_slot().as_mut() {
-            Some(cached) => {
-                change(cached);
-                self.live_referenced.store(true, Ordering::Release);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Takes the cached history for the clock hand, unless someone holds it right now:
-    /// `None` when busy, `Some(None)` when there was none.
-    pub(crate) fn try_take_live(&self) -> Option<Option<Cached>> {
-        match self.live.try_lock() {
-            Ok(mut slot) => Some(slot.take()),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner().take()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+    /// False for a state made for one read (another node's agent): never cached.
+    pub(crate) fn cacheable(&self) -> bool {
+        self.cacheable
     }
 
     pub(crate) fn history_tokens(&self) -> u64 {
@@ -675,11 +577,31 @@ impl Store {
         let out = change(&mut next, &mut writes)?;
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
-        state.publish(&mut guard, next.clone(), HistoryChange::of(&writes));
+        self.publish(
+            id,
+            &state,
+            &mut guard,
+            next.clone(),
+            HistoryChange::of(&writes),
+        );
         Ok((next, out))
     }
 
     // --- shared machinery ---------------------------------------------------------------------
+
+    /// Publishes `id`'s committed record (the caller holds its lock through `guard`) and tells
+    /// the live-history cache what the commit did to the history, under that lock (see `live`).
+    pub(crate) fn publish(
+        &self,
+        id: &AgentId,
+        state: &AgentState,
+        guard: &mut MutexGuard<'_, AgentRecord>,
+        next: AgentRecord,
+        change: HistoryChange<'_>,
+    ) {
+        state.set_record(guard, next);
+        self.inner.history_cache.committed(id, change);
+    }
 
     /// The agent's in-memory state, loading it from its record on first use.
     pub(crate) fn state(&self, id: &AgentId) -> Result<Arc<AgentState>> {
@@ -735,6 +657,7 @@ impl Store {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|id, _| !which(id));
+        self.inner.history_cache.forget(which);
     }
 
     /// Applies `writes` in one transaction across every tree. `Ok(Err(conflict))` means the

@@ -14,7 +14,8 @@ use crate::error::{Result, StoreError};
 use crate::events::push_event;
 use crate::journal::push_entries;
 use crate::keys::{self, MessageKey};
-use crate::store::{HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 impl Store {
@@ -140,7 +141,7 @@ impl Store {
             tokens_after = next.history_tokens,
             "compaction committed"
         );
-        state.publish(&mut guard, next, HistoryChange::of(&writes));
+        self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         Ok(CommitOutcome::Committed {
             summary_seq: summary.seq,
             journal_ids,

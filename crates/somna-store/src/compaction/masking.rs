@@ -8,7 +8,8 @@ use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::events::push_event;
 use crate::keys;
-use crate::store::{HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 
 impl Store {
     /// Replaces normal history messages by masked placeholders atomically: each placeholder (kind
@@ -106,7 +107,7 @@ impl Store {
             });
         }
         tracing::debug!(agent = %id, masked = count, "masking committed");
-        state.publish(&mut guard, next, HistoryChange::of(&writes));
+        self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         Ok(CommitOutcome::Committed {
             summary_seq: first_seq,
             journal_ids: Vec::new(),

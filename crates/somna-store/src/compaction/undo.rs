@@ -10,7 +10,8 @@ use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::events::push_event;
 use crate::keys::{self, MessageKey};
-use crate::store::{HistoryChange, Store, TreeId, WriteSet, tree_names};
+use crate::live::HistoryChange;
+use crate::store::{Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
 /// How an uncompaction ended.
@@ -169,7 +170,7 @@ impl Store {
         writes.put_record(&next)?;
         self.apply_expecting_no_conflict(id, &writes)?;
         tracing::debug!(agent = %id, summary_seq, restored, "compaction undone");
-        state.publish(&mut guard, next, HistoryChange::of(&writes));
+        self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         Ok(UncompactOutcome::Restored { restored })
     }
 

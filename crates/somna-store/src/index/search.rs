@@ -12,7 +12,7 @@ use super::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::live::Cached;
+use crate::live::Entry;
 use crate::store::{Store, tree_names};
 use crate::view;
 
@@ -155,25 +155,36 @@ impl Store {
     ) -> Result<Vec<Option<Message>>> {
         let mut out: Vec<Option<Message>> = vec![None; seqs.len()];
         // What the agent's cache answers (see `live`): an original read before, and a live
-        // message by the cached live history; the rest (`todo`) is read from the trees.
-        let state = self.loaded_state(id);
-        let todo: Vec<usize> = match &state {
-            Some(state) => {
-                let slot = state.live_slot();
-                match slot.as_ref() {
-                    Some(cached) => (0..seqs.len())
-                        .filter(|&i| match cached_original(cached, covers, seqs[i]) {
-                            Known::Archived(m) => {
-                                out[i] = Some(m.clone());
-                                false
-                            }
-                            Known::Live => false,
-                            Known::Unknown => true,
-                        })
-                        .collect(),
-                    None => (0..seqs.len()).collect(),
-                }
-            }
+        // message by the cached live history; the rest (`todo`) is read from the trees. Only an
+        // agent whose state is loaded (of a shard this node holds) has a cache.
+        let cache = &self.inner.history_cache;
+        let cached = self.loaded_state(id).is_some();
+        let known = if cached {
+            cache.with_entry(id, |entry| {
+                seqs.iter()
+                    .map(|&seq| match cached_original(entry, covers, seq) {
+                        Known::Archived(m) => Known::Archived(m.clone()),
+                        Known::Live => Known::Live,
+                        Known::Unknown => Known::Unknown,
+                    })
+                    .collect::<Vec<Known<Message>>>()
+            })
+        } else {
+            None
+        };
+        let todo: Vec<usize> = match known {
+            Some(known) => known
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, k)| match k {
+                    Known::Archived(m) => {
+                        out[i] = Some(m);
+                        None
+                    }
+                    Known::Live => None,
+                    Known::Unknown => Some(i),
+                })
+                .collect(),
             None => (0..seqs.len()).collect(),
         };
         if todo.is_empty() {
@@ -211,17 +222,8 @@ impl Store {
             }
         }
         // Kept for an agent whose history is cached (one in conversation).
-        if let Some(state) = state {
-            let kept = state.with_cache(|cached| {
-                for &i in &todo {
-                    if let Some(original) = &out[i] {
-                        cached.keep_original(original);
-                    }
-                }
-            });
-            if kept {
-                self.inner.history_cache.trim();
-            }
+        if cached {
+            cache.keep_originals(id, todo.iter().filter_map(|&i| out[i].as_ref()));
         }
         Ok(out)
     }
@@ -438,20 +440,20 @@ pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
 }
 
 /// What an agent's cache knows of message `seq` (see `Store::archived_originals`).
-enum Known<'a> {
+enum Known<M> {
     /// Archived (hidden under a cover, or masked in the live history), with its original.
-    Archived(&'a Message),
+    Archived(M),
     /// A normal message of the live history: not archived.
     Live,
     /// Not enough: read the trees.
     Unknown,
 }
 
-fn cached_original<'a>(cached: &'a Cached, covers: &[Cover], seq: u64) -> Known<'a> {
+fn cached_original<'a>(entry: &'a Entry, covers: &[Cover], seq: u64) -> Known<&'a Message> {
     if view::covered(covers, seq) {
-        return cached.original(seq).map_or(Known::Unknown, Known::Archived);
+        return entry.original(seq).map_or(Known::Unknown, Known::Archived);
     }
-    let Some(live) = cached.live() else {
+    let Some(live) = entry.live() else {
         return Known::Unknown;
     };
     match live.binary_search_by_key(&seq, |m| m.seq) {
@@ -459,7 +461,7 @@ fn cached_original<'a>(cached: &'a Cached, covers: &[Cover], seq: u64) -> Known<
             MessageKind::Normal => Known::Live,
             // The placeholder of a masked message: its original, if read before.
             MessageKind::Masked { .. } => {
-                cached.original(seq).map_or(Known::Unknown, Known::Archived)
+                entry.original(seq).map_or(Known::Unknown, Known::Archived)
             }
             MessageKind::Summary(_) => Known::Unknown,
         },
