@@ -88,8 +88,9 @@ impl Store {
 
     /// The agent's whole live history, in seq order (empty for an unknown agent), shared: from
     /// the live-history cache when it holds the agent's (see `live`), else read from the trees
-    /// and cached. A reader that holds the snapshot across the agent's next append makes that
-    /// append copy the cached history, so a turn drops it before appending its reply.
+    /// (and cached when this is the agent's second such read within a sweep period or two). A
+    /// reader that holds the snapshot across the agent's next append makes that append copy the
+    /// cached history, so a turn drops it before appending its reply.
     pub fn live_history(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
         self.read_live_history(id, true)
     }
