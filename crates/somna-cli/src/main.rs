@@ -161,10 +161,7 @@ fn run(cli: Cli, server_explicit: bool) -> Result<ExitCode> {
             };
             let at = StoreAt::from_config(&cli.config, cli.db.as_deref(), &config.store);
             let store = if *cluster {
-                let store = at.open_cluster(&config.cluster)?;
-                store
-                    .set_history_cache_bytes(config.store.history_cache_mb.saturating_mul(1 << 20));
-                store
+                at.open_cluster(&config.cluster, &config.store)?
             } else {
                 at.open(&config.store, true)?
             };

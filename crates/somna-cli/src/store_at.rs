@@ -104,8 +104,10 @@ impl StoreAt {
     }
 
     /// Opens the store as one node of a cluster (`somna run --cluster`): Postgres only.
-    pub fn open_cluster(&self, section: &ClusterSection) -> Result<Store> {
-        self.open_as_node(section, node_name(section))
+    pub fn open_cluster(&self, section: &ClusterSection, options: &StoreConfig) -> Result<Store> {
+        let store = self.open_as_node(section, node_name(section))?;
+        store.set_history_cache_bytes(options.history_cache_mb.saturating_mul(1 << 20));
+        Ok(store)
     }
 
     fn open_as_node(&self, section: &ClusterSection, node: String) -> Result<Store> {

@@ -159,34 +159,22 @@ impl Store {
         // agent whose state is loaded (of a shard this node holds) has a cache.
         let cache = &self.inner.history_cache;
         let cached = self.loaded_state(id).is_some();
-        let known = if cached {
+        let from_cache = cached.then(|| {
             cache.with_entry(id, |entry| {
-                seqs.iter()
-                    .map(|&seq| match cached_original(entry, covers, seq) {
-                        Known::Archived(m) => Known::Archived(m.clone()),
-                        Known::Live => Known::Live,
-                        Known::Unknown => Known::Unknown,
-                    })
-                    .collect::<Vec<Known<Message>>>()
-            })
-        } else {
-            None
-        };
-        let todo: Vec<usize> = match known {
-            Some(known) => known
-                .into_iter()
-                .enumerate()
-                .filter_map(|(i, k)| match k {
-                    Known::Archived(m) => {
-                        out[i] = Some(m);
-                        None
+                let mut todo = Vec::new();
+                for (i, &seq) in seqs.iter().enumerate() {
+                    match cached_original(entry, covers, seq) {
+                        Known::Archived(m) => out[i] = Some(m.clone()),
+                        Known::Live => {}
+                        Known::Unknown => todo.push(i),
                     }
-                    Known::Live => None,
-                    Known::Unknown => Some(i),
-                })
-                .collect(),
-            None => (0..seqs.len()).collect(),
-        };
+                }
+                todo
+            })
+        });
+        let todo: Vec<usize> = from_cache
+            .flatten()
+            .unwrap_or_else(|| (0..seqs.len()).collect());
         if todo.is_empty() {
             return Ok(out);
         }
@@ -440,16 +428,16 @@ pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
 }
 
 /// What an agent's cache knows of message `seq` (see `Store::archived_originals`).
-enum Known<M> {
+enum Known<'a> {
     /// Archived (hidden under a cover, or masked in the live history), with its original.
-    Archived(M),
+    Archived(&'a Message),
     /// A normal message of the live history: not archived.
     Live,
     /// Not enough: read the trees.
     Unknown,
 }
 
-fn cached_original<'a>(entry: &'a Entry, covers: &[Cover], seq: u64) -> Known<&'a Message> {
+fn cached_original<'a>(entry: &'a Entry, covers: &[Cover], seq: u64) -> Known<'a> {
     if view::covered(covers, seq) {
         return entry.original(seq).map_or(Known::Unknown, Known::Archived);
     }
