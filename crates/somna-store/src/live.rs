@@ -103,7 +103,7 @@ impl Default for Table {
 pub(crate) struct Entry {
     live: Option<Arc<Vec<Message>>>,
     live_bytes: u64,
-    originals: HashMap<u64, Message>,
+    originals: HashMap<u64, Arc<Message>>,
     bytes: u64,
     /// Read since the clock hand last passed.
     referenced: bool,
@@ -115,13 +115,13 @@ impl Entry {
     }
 
     /// The original of archived message `seq`, if read before.
-    pub(crate) fn original(&self, seq: u64) -> Option<&Message> {
+    pub(crate) fn original(&self, seq: u64) -> Option<&Arc<Message>> {
         self.originals.get(&seq)
     }
 
     /// Every original kept.
     pub(crate) fn originals(&self) -> impl Iterator<Item = &Message> {
-        self.originals.values()
+        self.originals.values().map(|m| &**m)
     }
 }
 
@@ -302,7 +302,7 @@ impl HistoryCache {
     pub(crate) fn keep_originals<'m>(
         &self,
         id: &AgentId,
-        originals: impl Iterator<Item = &'m Message>,
+        originals: impl Iterator<Item = &'m Arc<Message>>,
     ) {
         let mut table = self.table();
         let Some(entry) = table.entries.get_mut(id) else {
@@ -314,7 +314,7 @@ impl HistoryCache {
                 entry.originals.entry(original.seq)
             {
                 added += message_bytes(original) + ORIGINAL_ENTRY_BYTES;
-                slot.insert(original.clone());
+                slot.insert(Arc::clone(original));
             }
         }
         if added > 0 {

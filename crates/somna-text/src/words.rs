@@ -44,6 +44,14 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// The first of [`sentences`] of `text`, without splitting the rest of it (a long system prompt's
+/// first line names the persona).
+pub fn first_sentence(text: &str) -> Option<String> {
+    // `sentences` cuts every line on its own, so the first line that has one holds it.
+    text.lines()
+        .find_map(|line| sentences(line).into_iter().next())
+}
+
 fn push_sentence(out: &mut Vec<String>, s: &str) {
     let s = s.trim();
     if !s.is_empty() {
@@ -88,7 +96,7 @@ pub fn normalized(text: &str) -> String {
 
 /// Lower-cased words (letters, digits, inner apostrophes; possessive `'s` dropped).
 pub fn words(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase().replace(['’', '‘'], "'");
+    let lower = lowered(text);
     lower
         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
         .map(|w| w.trim_matches('\''))
@@ -112,6 +120,37 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
         .into_iter()
         .filter(|w| (w.len() >= 3 || w.chars().any(|c| c.is_ascii_digit())) && !is_stop_word(w))
         .collect()
+}
+
+/// How many of `keys` are among the [`content_words`] of `text`: that set's intersection with
+/// `keys`, counted without building it (no string a word).
+pub fn content_overlap(text: &str, keys: &BTreeSet<String>) -> usize {
+    let lower = lowered(text);
+    let mut found: Vec<&str> = Vec::new();
+    for w in lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .map(|w| w.trim_matches('\''))
+        .filter(|w| !w.is_empty())
+    {
+        let w = match w.strip_suffix("'s") {
+            Some(stem) if !CONTRACTIONS_S.contains(&w) => stem,
+            _ => w,
+        };
+        if keys.contains(w)
+            && (w.len() >= 3 || w.chars().any(|c| c.is_ascii_digit()))
+            && !is_stop_word(w)
+            && !found.contains(&w)
+        {
+            found.push(w);
+        }
+    }
+    found.len()
+}
+
+/// `text` lower-cased with curly apostrophes made straight: what [`words`] splits. A key of
+/// [`content_words`] absent from it as a substring is in none of `text`'s parts.
+pub fn lowered(text: &str) -> String {
+    text.to_lowercase().replace(['’', '‘'], "'")
 }
 
 /// True when `normalized_text` (from [`normalized`]) contains any of `cues` (each written as plain words).
@@ -644,5 +683,50 @@ mod tests {
         assert_eq!(stable_hash(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(stable_hash("a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(estimate_tokens("abcde"), 2);
+    }
+
+    /// `content_overlap` and `first_sentence` answer what the set intersection and the whole
+    /// split answer, on text with possessives, contractions, curly apostrophes, digits, stop
+    /// words, bullets and repeats.
+    #[test]
+    fn the_cheap_forms_agree_with_the_whole_ones() {
+        let texts = [
+            "Mara's puppy Biscuit chewed Mara’s boots. It's the 3rd time! Let's see.",
+            "- Did you see the mill? The mill, the MILL and the miller's cart.\nNext line here.",
+            "",
+            "  \n\n  Wren here. You are the steward of Millbrook, e.g. the keeper.",
+            "I'd say 42 sacks of rye; ryes aren't oats. Don't—won't! It’s fine",
+        ];
+        let questions = [
+            "What did Mara name her puppy?",
+            "How many sacks of rye at the mill?",
+            "the and of",
+            "Who is the steward? Millbrook's keeper",
+            "it's 3rd time boots",
+        ];
+        for text in texts {
+            assert_eq!(
+                first_sentence(text),
+                sentences(text).into_iter().next(),
+                "{text:?}"
+            );
+            for q in questions {
+                let keys = content_words(q);
+                for sentence in sentences(text).iter().map(String::as_str).chain([text]) {
+                    assert_eq!(
+                        content_overlap(sentence, &keys),
+                        content_words(sentence).intersection(&keys).count(),
+                        "{sentence:?} / {q:?}"
+                    );
+                }
+                // Keys that are not content words are never counted.
+                let loose: BTreeSet<String> = words(q).into_iter().collect();
+                assert_eq!(
+                    content_overlap(text, &loose),
+                    content_words(text).intersection(&loose).count(),
+                    "{text:?} / {q:?} (all words)"
+                );
+            }
+        }
     }
 }

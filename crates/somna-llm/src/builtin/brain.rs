@@ -83,10 +83,7 @@ pub(crate) struct Persona {
 
 impl Persona {
     pub(crate) fn from_prompt(prompt: &str) -> Persona {
-        let first = text::sentences(prompt)
-            .into_iter()
-            .next()
-            .unwrap_or_default();
+        let first = text::first_sentence(prompt).unwrap_or_default();
         let lower = first.to_lowercase();
         let Some(at) = ["you are ", "your name is ", "i am "]
             .iter()
@@ -221,11 +218,17 @@ fn answer(
     let keys: BTreeSet<String> = text::content_words(question);
     let mut best: Option<(usize, String)> = None;
     for message in context.iter().filter(|m| m.role != Role::Tool) {
-        for sentence in text::sentences(&message.content) {
+        // Sentences never span lines, and a line that holds none of the keys anywhere has no
+        // sentence that does: most lines of a long prompt are passed over unsplit.
+        let lines = message.content.lines().filter(|line| {
+            let lower = text::lowered(line);
+            keys.iter().any(|k| lower.contains(k.as_str()))
+        });
+        for sentence in lines.flat_map(text::sentences) {
             if sentence.ends_with('?') || sentence.starts_with('#') {
                 continue;
             }
-            let overlap = text::content_words(&sentence).intersection(&keys).count();
+            let overlap = text::content_overlap(&sentence, &keys);
             if overlap > 0 && best.as_ref().is_none_or(|(o, _)| overlap > *o) {
                 best = Some((overlap, sentence));
             }

@@ -4,6 +4,8 @@
 //! the order they were said — gathered into the room the rest of the prompt leaves, and rendered
 //! as the context note. docs/prompt.md says how the room is filled and why.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, Role};
@@ -20,6 +22,10 @@ const NEIGHBOURED_HITS: usize = 2;
 /// The share of a hit's score its words must have given for the hit to come with its neighbours
 /// past the first [`NEIGHBOURED_HITS`] (see [`takes_neighbours`]).
 const NEIGHBOUR_WORDS: f32 = 0.5;
+
+/// About what a hit with its two neighbours takes in a note, in tokens (short chat turns): how
+/// many hits the first read of a ranking takes for a room.
+const HIT_ESTIMATE: u64 = 64;
 
 /// A neighbour turn longer than this part of the working context's room is cut in an excerpt.
 const MAX_TURN_SHARE: u64 = 4;
@@ -65,8 +71,9 @@ pub struct WorkingContext {
 /// A run of consecutive archived turns around one or more search hits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Excerpt {
-    /// The turns, in seq order (originals: never summaries or placeholders).
-    pub turns: Vec<Message>,
+    /// The turns, in seq order (originals: never summaries or placeholders), shared with the
+    /// store's cache.
+    pub turns: Vec<Arc<Message>>,
     /// The seqs of the turns that are search hits (the others are their neighbours): a hit is
     /// shown whole (see [`Caps`]).
     pub hits: Vec<u64>,
@@ -157,14 +164,23 @@ impl WorkingContext {
             semantic,
             max_hits.saturating_mul(if period.is_some() { 4 } else { 2 }),
         )?;
-        let batch = if period.is_some() { ranked.len() } else { 32 };
+        // The first batch about as many hits as the room takes (each with its neighbours), the
+        // next ones more: what is read and not shown costs a copy and a lookup each.
+        let first_batch = usize::try_from(budget.saturating_sub(used) / HIT_ESTIMATE)
+            .unwrap_or(usize::MAX)
+            .clamp(8, 32);
         let mut pos = 0;
         let mut taken = 0;
         while pos < ranked.len() && taken < max_hits && budget.saturating_sub(used) >= 8 {
+            let batch = match (period, pos) {
+                (Some(_), _) => ranked.len(),
+                (None, 0) => first_batch,
+                (None, _) => 32,
+            };
             let docs = &ranked[pos..(pos + batch).min(ranked.len())];
             pos += docs.len();
             let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
-            let mut hits: Vec<(Message, f64, f32)> = store
+            let mut hits: Vec<(Arc<Message>, f64, f32)> = store
                 .archived_messages(agent, &seqs)?
                 .into_iter()
                 .zip(docs)
@@ -181,8 +197,10 @@ impl WorkingContext {
             taken += hits.len();
             // The new hits' neighbours, read together (one multi-key read instead of two point
             // reads a hit); a hit is its own neighbour's original.
-            let mut neighbours: std::collections::HashMap<u64, Message> =
-                hits.iter().map(|(m, _, _)| (m.seq, m.clone())).collect();
+            let mut neighbours: std::collections::HashMap<u64, Arc<Message>> = hits
+                .iter()
+                .map(|(m, _, _)| (m.seq, Arc::clone(m)))
+                .collect();
             let wanted: Vec<u64> = {
                 let mut seqs: Vec<u64> = hits
                     .iter()
@@ -229,7 +247,7 @@ impl WorkingContext {
                     !m.content.trim().is_empty()
                         && (m.seq == seq || lines.content(m) <= caps.neighbour)
                 });
-                let before = |run: &[Message]| {
+                let before = |run: &[Arc<Message>]| {
                     let first = run.first().map_or(seq, |m| m.seq);
                     have.range(..first).next_back().map(|(&s, &day)| (s, day))
                 };
@@ -283,7 +301,9 @@ impl WorkingContext {
 
     /// The archived turns the working context holds, in seq order.
     pub fn turns(&self) -> impl Iterator<Item = &Message> {
-        self.excerpts.iter().flat_map(|e| e.turns.iter())
+        self.excerpts
+            .iter()
+            .flat_map(|e| e.turns.iter().map(|m| &**m))
     }
 
     /// The working context as the text of the context note with an upper bound of its tokens (as
@@ -293,7 +313,13 @@ impl WorkingContext {
         if self.is_empty() {
             return None;
         }
-        let mut out = String::from(prompts::WORKING_CONTEXT_NOTE);
+        // Room for every line at once: its text, a name and a day heading.
+        let size = prompts::WORKING_CONTEXT_NOTE.len()
+            + self.facts.iter().map(|f| f.text.len() + 3).sum::<usize>()
+            + self.turns().map(|m| m.content.len() + 32).sum::<usize>()
+            + 64;
+        let mut out = String::with_capacity(size);
+        out.push_str(prompts::WORKING_CONTEXT_NOTE);
         let mut lines = LineCounter::new(counter);
         // The message's own overhead and the framing line.
         let mut tokens = u64::from(
@@ -321,9 +347,8 @@ impl WorkingContext {
                 }
                 for m in &excerpt.turns {
                     let cap = caps.of(m.seq, &excerpt.hits);
-                    let (line, line_tokens) = excerpt_line(m, prev, cap, &mut lines);
                     out.push('\n');
-                    out.push_str(&line);
+                    let line_tokens = push_excerpt_line(&mut out, m, prev, cap, &mut lines);
                     // The line break and a token of margin.
                     tokens += line_tokens + 2;
                     prev = Some(m);
@@ -365,7 +390,7 @@ fn merge_runs(mut runs: Vec<Excerpt>) -> Vec<Excerpt> {
 /// heading. What the run saves the turn after it (a heading or separator it no longer needs) is
 /// not subtracted: the count stays an upper bound.
 fn run_cost(
-    run: &[Message],
+    run: &[Arc<Message>],
     hit: u64,
     caps: Caps,
     before: Option<(u64, u64)>,
@@ -465,7 +490,8 @@ impl<'a> LineCounter<'a> {
         }
     }
 
-    /// At most the tokens of `m`'s line after `prev` (see [`excerpt_line`]), without building it.
+    /// At most the tokens of `m`'s line after `prev` (see [`push_excerpt_line`]), without building
+    /// it.
     fn turn(&mut self, m: &Message, prev: Option<&Message>, cap: u64) -> u64 {
         let heading = if same_day(m, prev) { 0 } else { self.day };
         heading + self.name(speaker(m)) + self.content(m).min(cap + 2) + 2
@@ -501,44 +527,60 @@ impl<'a> LineCounter<'a> {
     }
 }
 
-/// One archived turn as the prompt shows it — `Nora: text`, on one line, cut to about `cap`
-/// tokens, under a `[2023-05-08]` heading when its day differs from the turn before it (`prev`,
-/// the previous line of the note) — and an upper bound of its tokens: its heading's, its name's
-/// and its content's (the stored count less a message's overhead), each counted apart (a piece
-/// counted alone never takes fewer tokens than inside the line), so a long note is never
-/// tokenized whole; the caller adds the line break and a token of margin. The day is what "when" questions need; a time of day per line would cost
-/// about as many tokens as a short turn.
-fn excerpt_line(
+/// Appends one archived turn to `out` as the prompt shows it — `Nora: text`, on one line (its
+/// whitespace runs made single spaces), cut to about `cap` tokens, under a `[2023-05-08]` heading
+/// when its day differs from the turn before it (`prev`, the previous line of the note) — and
+/// returns an upper bound of its tokens: its heading's, its name's and its content's (the stored
+/// count less a message's overhead), each counted apart (a piece counted alone never takes fewer
+/// tokens than inside the line), so a long note is never tokenized whole; the caller adds the line
+/// break and a token of margin. The day is what "when" questions need; a time of day per line
+/// would cost about as many tokens as a short turn. Written in place: a note of a hundred lines
+/// builds no line of its own.
+fn push_excerpt_line(
+    out: &mut String,
     m: &Message,
     prev: Option<&Message>,
     cap: u64,
     lines: &mut LineCounter<'_>,
-) -> (String, u64) {
+) -> u64 {
     let who = speaker(m);
-    let text = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (text, text_tokens) = if u64::from(m.tokens) <= cap {
-        (text, lines.content(m))
+    let heading = if same_day(m, prev) {
+        0
+    } else {
+        let label = m.created_at.minute_label();
+        out.push('[');
+        out.push_str(label.get(..10).unwrap_or(&label));
+        out.push_str("]\n");
+        lines.day
+    };
+    out.push_str(who);
+    out.push_str(": ");
+    let name_tokens = lines.name(who);
+    let text_tokens = if u64::from(m.tokens) <= cap {
+        push_words(out, m.content.split_whitespace());
+        lines.content(m)
     } else {
         // About four characters a token; cut at a word boundary.
         let max_chars = usize::try_from(cap.saturating_mul(4)).unwrap_or(usize::MAX);
+        let text = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
         let mut cut: String = text.chars().take(max_chars).collect();
         if let Some(space) = cut.rfind(' ') {
             cut.truncate(space);
         }
-        let cut = format!("{cut} …");
-        let tokens = u64::from(lines.counter.count_text(&cut));
-        (cut, tokens)
+        cut.push_str(" …");
+        out.push_str(&cut);
+        u64::from(lines.counter.count_text(&cut))
     };
-    let name_tokens = lines.name(who);
-    if same_day(m, prev) {
-        (format!("{who}: {text}"), name_tokens + text_tokens)
-    } else {
-        let label = m.created_at.minute_label();
-        let day = label.get(..10).unwrap_or(&label);
-        (
-            format!("[{day}]\n{who}: {text}"),
-            lines.day + name_tokens + text_tokens,
-        )
+    heading + name_tokens + text_tokens
+}
+
+/// Appends `words` to `out`, one space between each.
+fn push_words<'w>(out: &mut String, words: impl Iterator<Item = &'w str>) {
+    for (i, word) in words.enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
     }
 }
 

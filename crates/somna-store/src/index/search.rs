@@ -1,6 +1,8 @@
 //! Searching: BM25 scores from the postings of a query's terms, the archive's search and ranking
 //! (alone or fused with vectors), and the archived messages the hits point at.
 
+use std::sync::Arc;
+
 use somna_core::retrieval::{Collection, SPEAKER_MARK, speaker_term, terms};
 use somna_core::{AgentId, AgentRecord, Cover, Message, MessageKind};
 
@@ -134,7 +136,7 @@ impl Store {
                 for (doc, original) in docs.iter().zip(originals) {
                     if let Some(message) = original {
                         hits.push(ArchiveHit {
-                            message,
+                            message: Arc::unwrap_or_clone(message),
                             score: doc.score,
                         });
                     }
@@ -152,8 +154,8 @@ impl Store {
         id: &AgentId,
         covers: &[Cover],
         seqs: &[u64],
-    ) -> Result<Vec<Option<Message>>> {
-        let mut out: Vec<Option<Message>> = vec![None; seqs.len()];
+    ) -> Result<Vec<Option<Arc<Message>>>> {
+        let mut out: Vec<Option<Arc<Message>>> = vec![None; seqs.len()];
         // What the agent's cache answers (see `live`): an original read before, and a live
         // message by the cached live history; the rest (`todo`) is read from the trees. Only an
         // agent whose state is loaded (of a shard this node holds) has a cache.
@@ -164,7 +166,7 @@ impl Store {
                 let mut todo = Vec::new();
                 for (i, &seq) in seqs.iter().enumerate() {
                     match cached_original(entry, covers, seq) {
-                        Known::Archived(m) => out[i] = Some(m.clone()),
+                        Known::Archived(m) => out[i] = Some(Arc::clone(m)),
                         Known::Live => {}
                         Known::Unknown => todo.push(i),
                     }
@@ -191,7 +193,7 @@ impl Store {
             match message {
                 Some(m) if matches!(m.kind, MessageKind::Normal) => {
                     let hidden = view::covered(covers, seqs[i]);
-                    out[i] = hidden.then_some(m);
+                    out[i] = hidden.then(|| Arc::new(m));
                 }
                 // Masked in place (its original is in the archive tree), or moved there by a
                 // layout-1 compaction.
@@ -205,7 +207,8 @@ impl Store {
                 if let Some(v) = value {
                     let original: Message =
                         codec::decode_message(tree_names::ARCHIVE, &keys[k], &v)?;
-                    out[todo[k]] = matches!(original.kind, MessageKind::Normal).then_some(original);
+                    out[todo[k]] =
+                        matches!(original.kind, MessageKind::Normal).then(|| Arc::new(original));
                 }
             }
         }
@@ -240,8 +243,13 @@ impl Store {
         })
     }
 
-    /// [`Store::archived_message`] of several seqs at once (two multi-key reads), in their order.
-    pub fn archived_messages(&self, id: &AgentId, seqs: &[u64]) -> Result<Vec<Option<Message>>> {
+    /// [`Store::archived_message`] of several seqs at once (two multi-key reads), in their order,
+    /// shared: an original the agent's cache holds is handed out without a copy.
+    pub fn archived_messages(
+        &self,
+        id: &AgentId,
+        seqs: &[u64],
+    ) -> Result<Vec<Option<Arc<Message>>>> {
         let state = match self.state(id) {
             Ok(state) => state,
             Err(StoreError::UnknownAgent(_)) => return Ok(vec![None; seqs.len()]),
@@ -430,7 +438,7 @@ pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
 /// What an agent's cache knows of message `seq` (see `Store::archived_originals`).
 enum Known<'a> {
     /// Archived (hidden under a cover, or masked in the live history), with its original.
-    Archived(&'a Message),
+    Archived(&'a Arc<Message>),
     /// A normal message of the live history: not archived.
     Live,
     /// Not enough: read the trees.

@@ -1,6 +1,8 @@
 //! The live-history cache (`somna_store::live`): what a read serves from memory is what the trees
 //! hold after every kind of write, and all agents' caches together stay within the budget.
 
+use std::sync::Arc;
+
 use somna_core::{AgentId, Message};
 use somna_store::CommitOutcome;
 
@@ -169,9 +171,13 @@ fn archived_originals_from_the_cache_follow_masking_compaction_and_undo() {
         let first = store.archived_messages(&id, &seqs).unwrap();
         let second = store.archived_messages(&id, &seqs).unwrap();
         assert_eq!(first, second, "{what}: a cached read differs");
-        let expected: Vec<Option<Message>> = seqs
+        let expected: Vec<Option<Arc<Message>>> = seqs
             .iter()
-            .map(|&s| archived.contains(&s).then(|| all[s as usize].clone()))
+            .map(|&s| {
+                archived
+                    .contains(&s)
+                    .then(|| Arc::new(all[s as usize].clone()))
+            })
             .collect();
         assert_eq!(first, expected, "{what}");
         assert_clean(&store, &id);
