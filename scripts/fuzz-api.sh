@@ -17,6 +17,7 @@
 # the other ids the fuzzer makes up are mostly unknown agents (404).
 #
 #   scripts/fuzz-api.sh            build `somna` (debug), install schemathesis, fuzz, stop
+#   SOMNA_BIN=path/to/somna scripts/fuzz-api.sh    the same against that binary, nothing built
 #
 # Bounded: SOMNA_FUZZ_EXAMPLES examples per operation and phase (default 100: about 4,000 requests,
 # 20 s), and the whole run is stopped after SOMNA_FUZZ_TIMEOUT seconds (default 300; a hang guard,
@@ -43,11 +44,16 @@ die() {
     exit 1
 }
 
-# The tools: the `somna` binary and schemathesis in its venv.
-say "building somna (cargo build -p somna-cli)"
-cargo build --quiet --locked -p somna-cli --bin somna || die "cannot build the somna binary"
-somna=$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/somna
+# The tools: the `somna` binary (SOMNA_BIN when set, e.g. by .ci/run: the one its tests built) and
+# schemathesis in its venv.
+if [ -n "${SOMNA_BIN:-}" ]; then
+    somna=$(realpath -m "$SOMNA_BIN")
+else
+    say "building somna (cargo build -p somna-cli)"
+    cargo build --quiet --locked -p somna-cli --bin somna || die "cannot build the somna binary"
+    somna=$(cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/somna
+fi
 [ -x "$somna" ] || die "no somna binary at $somna"
 
 if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -qF "${SCHEMATHESIS#*==}"; then
