@@ -1,5 +1,6 @@
-//! How fast the in-process embedder is on ONE core: the model's load time, and messages per second
-//! for batches of 32 chat-length messages (20–40 words), plus one message at a time. Prints a table.
+//! How fast the embedders are on ONE core: first the builtin static table (always; `cargo bench -p
+//! somna-embed --bench embed`), then the in-process model's load time and messages per second for
+//! batches of 32 chat-length messages (20–40 words), plus one message at a time. Prints tables.
 //!
 //! `SOMNA_EMBEDDER_DIR=$(scripts/local-embedder.sh | tail -n1) cargo bench -p somna-embed --features candle --bench embed`
 //!
@@ -11,7 +12,163 @@ fn main() {
     #[cfg(feature = "candle")]
     real::main();
     #[cfg(not(feature = "candle"))]
-    println!("embed bench: skipped: built without the `candle` feature (--features candle)");
+    {
+        builtin();
+        println!(
+            "embed bench: in-process model skipped: built without the `candle` feature (--features candle)"
+        );
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "agent",
+    "said",
+    "we",
+    "should",
+    "check",
+    "the",
+    "logs",
+    "before",
+    "deploying",
+    "tomorrow",
+    "morning",
+    "I",
+    "think",
+    "memory",
+    "usage",
+    "went",
+    "up",
+    "after",
+    "last",
+    "release",
+    "can",
+    "you",
+    "look",
+    "at",
+    "dashboard",
+    "and",
+    "tell",
+    "me",
+    "what",
+    "changed",
+    "customer",
+    "asked",
+    "about",
+    "refund",
+    "policy",
+    "for",
+    "annual",
+    "plans",
+    "meeting",
+    "moved",
+    "to",
+    "Thursday",
+    "because",
+    "of",
+    "holiday",
+    "please",
+    "summarize",
+    "thread",
+    "budget",
+    "quarter",
+    "kitten",
+    "garden",
+    "weather",
+    "rain",
+    "coffee",
+    "train",
+    "late",
+    "again",
+    "sorry",
+    "thanks",
+    "great",
+    "idea",
+    "let's",
+    "try",
+    "it",
+    "on",
+    "staging",
+    "first",
+];
+
+/// Deterministic chat-length messages: 20–40 words each.
+fn messages(n: usize, seed: u64) -> Vec<String> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    (0..n)
+        .map(|_| {
+            let words = 20 + next() % 21;
+            let mut m: Vec<&str> = (0..words).map(|_| WORDS[next() % WORDS.len()]).collect();
+            m[0] = "Hey,";
+            m.join(" ") + "."
+        })
+        .collect()
+}
+
+fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// The builtin embedder (the static table compiled in): parse time, messages per second on this
+/// thread, one at a time and in batches of 32, and the memory the table takes.
+fn builtin() {
+    use std::time::Instant;
+
+    let rss_before = rss_mb();
+    let t = Instant::now();
+    let table = somna_embed::StaticEmbedder::builtin().unwrap();
+    let load = t.elapsed();
+    let rss_loaded = rss_mb();
+    let texts = messages(32 * 64, 7);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    table.embed(&refs[..32]);
+    let rounds = 20;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for chunk in refs.chunks(32) {
+            std::hint::black_box(table.embed(chunk));
+        }
+    }
+    let batched = (rounds * refs.len()) as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for text in &refs {
+            std::hint::black_box(table.embed(&[text]));
+        }
+    }
+    let single = (rounds * refs.len()) as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "builtin embedder: {} ({} dims), one thread",
+        table.model_name(),
+        table.dims()
+    );
+    println!("| measure | value |");
+    println!("| --- | --- |");
+    println!("| parse the table | {:.1} ms |", load.as_secs_f64() * 1e3);
+    println!(
+        "| resident for the table | {:.1} MB |",
+        rss_loaded - rss_before
+    );
+    println!("| batches of 32 | {batched:.0} messages/s |");
+    println!(
+        "| one at a time | {single:.0} messages/s ({:.1} µs each) |",
+        1e6 / single
+    );
+    println!();
 }
 
 #[cfg(feature = "candle")]
@@ -21,112 +178,11 @@ mod real {
 
     use somna_embed::LocalEmbedder;
 
+    use super::{messages, rss_mb};
+
     const BATCH: usize = 32;
     /// Timed batches of 32 per row.
     const BATCHES: usize = 8;
-
-    const WORDS: &[&str] = &[
-        "the",
-        "agent",
-        "said",
-        "we",
-        "should",
-        "check",
-        "the",
-        "logs",
-        "before",
-        "deploying",
-        "tomorrow",
-        "morning",
-        "I",
-        "think",
-        "memory",
-        "usage",
-        "went",
-        "up",
-        "after",
-        "last",
-        "release",
-        "can",
-        "you",
-        "look",
-        "at",
-        "dashboard",
-        "and",
-        "tell",
-        "me",
-        "what",
-        "changed",
-        "customer",
-        "asked",
-        "about",
-        "refund",
-        "policy",
-        "for",
-        "annual",
-        "plans",
-        "meeting",
-        "moved",
-        "to",
-        "Thursday",
-        "because",
-        "of",
-        "holiday",
-        "please",
-        "summarize",
-        "thread",
-        "budget",
-        "quarter",
-        "kitten",
-        "garden",
-        "weather",
-        "rain",
-        "coffee",
-        "train",
-        "late",
-        "again",
-        "sorry",
-        "thanks",
-        "great",
-        "idea",
-        "let's",
-        "try",
-        "it",
-        "on",
-        "staging",
-        "first",
-    ];
-
-    /// Deterministic chat-length messages: 20–40 words each.
-    fn messages(n: usize, seed: u64) -> Vec<String> {
-        let mut state = seed;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) as usize
-        };
-        (0..n)
-            .map(|_| {
-                let words = 20 + next() % 21;
-                let mut m: Vec<&str> = (0..words).map(|_| WORDS[next() % WORDS.len()]).collect();
-                m[0] = "Hey,";
-                m.join(" ") + "."
-            })
-            .collect()
-    }
-
-    fn rss_mb() -> f64 {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|kb| kb.parse::<f64>().ok())
-            })
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    }
 
     pub fn main() {
         if std::env::var_os("RAYON_NUM_THREADS").is_none() {
@@ -138,6 +194,7 @@ mod real {
                 .expect("re-run with RAYON_NUM_THREADS=1");
             std::process::exit(status.code().unwrap_or(1));
         }
+        super::builtin();
         let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_default();
         let dir = std::env::var_os("SOMNA_EMBEDDER_DIR")
             .map(PathBuf::from)

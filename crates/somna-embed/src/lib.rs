@@ -1,4 +1,8 @@
-//! Somna's in-process sentence embedder: all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT) run on the
+//! Somna's in-process sentence embedders. Always built: [`StaticEmbedder`], the builtin embedder
+//! (the default `[embedder]`): a static token table distilled from all-MiniLM-L6-v2, compiled in,
+//! a few microseconds a text (`static_table.rs`, `assets/README.md`).
+//!
+//! Behind the `candle` feature: all-MiniLM-L6-v2 (a 6-layer, 384-wide BERT) run on the
 //! CPU in pure Rust with candle, tokenized by Hugging Face's `tokenizers`. No ONNX or C/C++ runtime,
 //! and nothing is downloaded: [`LocalEmbedder::load`] reads a directory that holds
 //! `model.safetensors` and `tokenizer.json` (and `config.json`, optional), such as the one
@@ -18,11 +22,13 @@ use std::path::PathBuf;
 mod model;
 #[cfg(feature = "candle")]
 mod mpnet;
+mod static_table;
 #[cfg(not(feature = "candle"))]
 mod stub;
 
 #[cfg(feature = "candle")]
 pub use model::LocalEmbedder;
+pub use static_table::{BUILTIN_MODEL_NAME, STATIC_MAGIC, StaticEmbedder};
 #[cfg(not(feature = "candle"))]
 pub use stub::LocalEmbedder;
 

@@ -254,23 +254,63 @@ impl LocalEmbedder {
         Ok(out)
     }
 
+    /// `text`'s token ids as the model's tokenizer gives them, without special tokens (to check
+    /// other tokenizers of the same vocabulary against).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| EmbedError::Tokenize {
+                reason: e.to_string(),
+            })
+    }
+
+    /// Each token of the vocabulary run alone through the model, as `[CLS] token [SEP]`: the
+    /// token's text and its unit-length sentence embedding, in id order. This is what a static
+    /// embedding table is distilled from (`examples/distill.rs`, model2vec's method).
+    pub fn embed_vocabulary(&self) -> Result<Vec<(String, Vec<f32>)>, EmbedError> {
+        let special = |name: &str| {
+            self.tokenizer
+                .token_to_id(name)
+                .ok_or_else(|| EmbedError::Tokenize {
+                    reason: format!("the tokenizer has no {name} token"),
+                })
+        };
+        let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
+        let size = u32::try_from(self.tokenizer.get_vocab_size(true)).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(size as usize);
+        let ids: Vec<u32> = (0..size).collect();
+        for chunk in ids.chunks(BATCH * 8) {
+            let rows: Vec<Vec<u32>> = chunk.iter().map(|&id| vec![cls, id, sep]).collect();
+            let rows: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
+            let vectors = self.run_ids(&rows).map_err(|e| EmbedError::Inference {
+                reason: e.to_string(),
+            })?;
+            for (&id, vector) in chunk.iter().zip(vectors) {
+                let token = self.tokenizer.id_to_token(id).unwrap_or_default();
+                out.push((token, vector));
+            }
+        }
+        Ok(out)
+    }
+
     /// One forward pass over a batch, padded to its longest text.
     fn run(&self, batch: &[&Encoding]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let rows: Vec<&[u32]> = batch.iter().map(|e| e.get_ids()).collect();
+        self.run_ids(&rows)
+    }
+
+    /// One forward pass over rows of token ids, each padded to the longest (the attention mask
+    /// covers each row's own ids).
+    fn run_ids(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
         let rows = batch.len();
         let width = batch.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let mut ids = vec![self.pad_id; rows * width];
         let mut mask = vec![0u32; rows * width];
-        for (row, encoding) in batch.iter().enumerate() {
+        for (row, row_ids) in batch.iter().enumerate() {
             let start = row * width;
-            for (k, (&id, &m)) in encoding
-                .get_ids()
-                .iter()
-                .zip(encoding.get_attention_mask())
-                .enumerate()
-            {
-                ids[start + k] = id;
-                mask[start + k] = m;
-            }
+            ids[start..start + row_ids.len()].copy_from_slice(row_ids);
+            mask[start..start + row_ids.len()].fill(1);
         }
         let device = self.model.device();
         let ids = Tensor::from_vec(ids, (rows, width), device)?;

@@ -190,3 +190,47 @@ fn parse_reference(text: &str) -> Vec<(String, Vec<f32>)> {
         })
         .collect()
 }
+
+/// The builtin static table tokenizes as the model's own tokenizer does (BERT uncased WordPiece):
+/// the same ids for the reference sentences and for text with accents, contractions, digits,
+/// symbols and long words; and the table's vectors rank meaning as the model's do on a few pairs.
+#[test]
+fn the_builtin_table_tokenizes_as_the_model_does() {
+    let Some(model) = embedder("the_builtin_table_tokenizes_as_the_model_does") else {
+        return;
+    };
+    if model.model_name() != "all-MiniLM-L6-v2" {
+        return skip(
+            "the_builtin_table_tokenizes_as_the_model_does",
+            "the table is all-MiniLM-L6-v2's",
+        );
+    }
+    let table = somna_embed::StaticEmbedder::builtin().unwrap();
+    let reference = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference.tsv");
+    let mut texts: Vec<String> = std::fs::read_to_string(reference)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .map(str::to_owned)
+        .collect();
+    texts.extend(
+        [
+            "Unaffable, isn't it? I'd've paid $4.50 (or €5) — 10% off!",
+            "Naïve café owners in São Paulo said: \"hello\"...",
+            "Supercalifragilisticexpialidocious antidisestablishmentarianism",
+            "e-mail me at nora@example.com about the 2023-05-08 meeting #42",
+            "Tabs\tand\nnewlines   and    spaces",
+        ]
+        .map(str::to_owned),
+    );
+    for text in &texts {
+        let (got, want) = (table.token_ids(text), model.token_ids(text).unwrap());
+        // The model's tokenizer cuts at its window; the table's does not.
+        let got = if want.len() >= somna_embed::MAX_TOKENS - 2 {
+            &got[..want.len().min(got.len())]
+        } else {
+            &got[..]
+        };
+        assert_eq!(got, want, "{text:?}");
+    }
+}

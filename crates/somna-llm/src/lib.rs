@@ -29,7 +29,7 @@ pub mod types;
 
 pub use builtin::BuiltinClient;
 pub use client::{LlmClient, build_client, build_client_from_env};
-pub use embed::{EmbedError, Embedder, build_embedder, build_embedder_from_env};
+pub use embed::{BuiltinEmbedder, EmbedError, Embedder, build_embedder, build_embedder_from_env};
 pub use error::{LlmError, Result};
 pub use openai::{OpenAiClient, OpenAiSettings};
 pub use retry::RetryPolicy;

@@ -7,11 +7,14 @@
 //! (the dataset's questions about that conversation) are sent one at a time, each awaited to its
 //! agent's `agent_replied` event; the process's CPU time (every thread: the Arbiters, the job pool,
 //! sled's) is read before the send and after the reply, and the idle cost of the ticks in that
-//! time (measured alone first) is taken off. Two runs on the same store:
+//! time (measured alone first) is taken off. Three runs on the same store:
 //! - **runtime**: an LLM client that answers a fixed line at once, so what is left is Somna's own
 //!   work: the durable append of the input, the tick, the prompt (summary, live history,
 //!   retrieval over the archive), the reply's append, the events, the usage checks;
-//! - **runtime + builtin brain**: the builtin provider, as the README's main job runs.
+//! - **runtime + builtin brain**: the builtin provider, as the README's main job runs;
+//! - **runtime + builtin embedder**: the first run's fixed-line client with the default
+//!   `[embedder]` (every archive embedded first, as sleeps would have): each turn also embeds its
+//!   input and searches the agent's vectors.
 //!
 //! Then each part of the turn alone, on the same agents, single-threaded: the prompt's assembly
 //! (retrieval included), an append, and the builtin brain's reply to that prompt.
@@ -28,9 +31,9 @@ use futures::future::BoxFuture;
 use somna_core::config::ResolvedConfig;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, Message, Timestamp};
-use somna_llm::{BuiltinClient, ChatRequest, ChatResponse, LlmClient, LlmError};
+use somna_llm::{BuiltinClient, BuiltinEmbedder, ChatRequest, ChatResponse, LlmClient, LlmError};
 use somna_runtime::protocol::Event;
-use somna_runtime::{Compactor, EventBus, Inbound, Runtime, RuntimeOptions, prompt};
+use somna_runtime::{Compactor, EventBus, Inbound, Runtime, RuntimeOptions, Semantic, prompt};
 use somna_store::{Store, StoreOptions};
 use somna_testkit::{env_or, percentile};
 
@@ -119,6 +122,7 @@ async fn run(
     llm: Arc<dyn LlmClient>,
     agents: &[(AgentId, Vec<String>)],
     inputs: usize,
+    semantic: Option<Semantic>,
 ) -> (Run, f64) {
     let bus = EventBus::new(1_024);
     let mut events = bus.subscribe();
@@ -129,6 +133,7 @@ async fn run(
         RuntimeOptions {
             events: Some(bus),
             schedule_sleeps: false,
+            semantic,
             ..RuntimeOptions::default()
         },
     )
@@ -229,7 +234,7 @@ fn main() {
             agents.push((id, questions(c)));
         }
         let (runtime_only, idle_a) =
-            run(&config, &store, Arc::new(Instant0), &agents, inputs).await;
+            run(&config, &store, Arc::new(Instant0), &agents, inputs, None).await;
         if std::env::var_os("SOMNA_TURN_RUNTIME_ONLY").is_some() {
             println!("\n| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
             println!("|---|---|---|---|---|---|");
@@ -242,6 +247,25 @@ fn main() {
             Arc::new(BuiltinClient::new()),
             &agents,
             inputs,
+            None,
+        )
+        .await;
+        // The default `[embedder]` (the builtin static table): every archive embedded as a sleep
+        // would, then the input embedded and the vectors searched every turn.
+        let embedder: Arc<dyn somna_llm::Embedder> = Arc::new(BuiltinEmbedder::shared().unwrap());
+        for (id, _) in &agents {
+            somna_runtime::semantic::embed_whole_archive(&store, id, embedder.as_ref(), 1_024)
+                .await
+                .unwrap();
+        }
+        let semantic = Semantic::new(embedder, &config.embedder);
+        let (with_vectors, _) = run(
+            &config,
+            &store,
+            Arc::new(Instant0),
+            &agents,
+            inputs,
+            Some(semantic),
         )
         .await;
         println!(
@@ -253,6 +277,7 @@ fn main() {
         println!("|---|---|---|---|---|---|");
         runtime_only.row("runtime (model excluded)");
         with_brain.row("runtime + builtin brain");
+        with_vectors.row("runtime + builtin embedder (model excluded)");
 
         // Each part alone, single-threaded, on the agents as they are now.
         let brain = BuiltinClient::new();

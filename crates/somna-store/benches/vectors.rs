@@ -5,7 +5,8 @@
 //! p50 / p99 over 200 queries, and the bytes on disk per vector.
 //!
 //! `cargo bench -p somna-store --bench vectors` (sled; Postgres too when `SOMNA_BENCH_PG_URL` or
-//! `SOMNA_TEST_PG_URL` names a database).
+//! `SOMNA_TEST_PG_URL` names a database). `SOMNA_BENCH_DIMS=64` measures the builtin embedder's
+//! width instead.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::time::{Duration, Instant};
@@ -16,7 +17,17 @@ use somna_testkit::percentile;
 
 const NOW: Timestamp = Timestamp(1_790_000_000_000);
 const MESSAGES: u64 = 100_000;
-const DIMS: usize = 384;
+/// The vectors' width: `SOMNA_BENCH_DIMS`, or 384.
+fn dims() -> usize {
+    static DIMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DIMS.get_or_init(|| {
+        std::env::var("SOMNA_BENCH_DIMS")
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .filter(|&d| d > 0)
+            .unwrap_or(384)
+    })
+}
 
 /// A xorshift generator: the same vectors every run.
 struct Rng(u64);
@@ -30,7 +41,7 @@ impl Rng {
     }
 
     fn unit(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..DIMS).map(|_| self.next()).collect();
+        let v: Vec<f32> = (0..dims()).map(|_| self.next()).collect();
         let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         v.into_iter().map(|x| x / n).collect()
     }
@@ -130,7 +141,8 @@ fn main() {
         run("postgres", &store);
     }
     println!(
-        "bytes per stored vector: {} (scale + {DIMS} signed bytes + the seq's delta)",
-        4 + DIMS + 1
+        "bytes per stored vector: {} (scale + {} signed bytes + the seq's delta)",
+        4 + dims() + 1,
+        dims()
     );
 }

@@ -256,8 +256,7 @@ crate::str_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
     #[serde(rename_all = "snake_case")]
     pub enum EmbedderProvider as "embedder provider" {
-        /// None: retrieval is BM25 alone (offline, nothing to set up).
-        #[default]
+        /// None: retrieval is BM25 alone.
         None = "none",
         /// An OpenAI-compatible `/v1/embeddings` server (OpenAI, vLLM, llama.cpp's server,
         /// Ollama, TEI) at `base_url`.
@@ -265,6 +264,10 @@ crate::str_enum! {
         /// all-MiniLM-L6-v2 in process, loaded from `path` (a build with the `local-embedder`
         /// feature; `scripts/local-embedder.sh` installs the model).
         Local = "local",
+        /// The default: a static token table distilled from all-MiniLM-L6-v2, compiled in
+        /// (offline, nothing to set up, microseconds a message; weaker than `local`).
+        #[default]
+        Builtin = "builtin",
     }
 }
 
@@ -274,7 +277,7 @@ crate::str_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedderSection {
-    /// `none` (BM25 only), `openai` or `local`.
+    /// `builtin` (the default: compiled in, offline), `none` (BM25 only), `openai` or `local`.
     pub provider: EmbedderProvider,
     /// With `openai`: the server's base URL, e.g. `http://127.0.0.1:8090/v1`.
     pub base_url: String,
@@ -297,10 +300,10 @@ pub struct EmbedderSection {
 }
 
 impl Default for EmbedderSection {
-    /// No embedder; 30 s requests of 64 texts; at most 5,000 messages a sleep.
+    /// The builtin embedder; 30 s requests of 64 texts; at most 5,000 messages a sleep.
     fn default() -> Self {
         EmbedderSection {
-            provider: EmbedderProvider::None,
+            provider: EmbedderProvider::Builtin,
             base_url: String::new(),
             model: String::new(),
             api_key_env: String::new(),

@@ -3,12 +3,15 @@
 //!
 //! - `openai.rs`: [`OpenAiEmbedder`], a client of any OpenAI-compatible `/v1/embeddings` server
 //!   (OpenAI, vLLM, llama.cpp's server, Ollama, TEI).
+//! - `builtin.rs`: [`BuiltinEmbedder`], a static token table distilled from all-MiniLM-L6-v2,
+//!   compiled in (offline, no setup, microseconds a message).
 //! - `local.rs`: [`LocalEmbedder`], all-MiniLM-L6-v2 in process (somna-embed; real with the
 //!   `local-embedder` feature).
 //!
 //! Every vector an embedder returns is checked (one per text, one length for all, finite, not all
 //! zero) and L2-normalized, whatever the server sent: a dot product is then the cosine.
 
+mod builtin;
 mod local;
 mod openai;
 
@@ -19,6 +22,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use somna_core::config::{EmbedderProvider, EmbedderSection};
 
+pub use builtin::BuiltinEmbedder;
 pub use local::LocalEmbedder;
 pub use openai::OpenAiEmbedder;
 
@@ -76,6 +80,7 @@ pub fn build_embedder(
         EmbedderProvider::None => Ok(None),
         EmbedderProvider::Openai => Ok(Some(Arc::new(OpenAiEmbedder::from_config(cfg, env)?))),
         EmbedderProvider::Local => Ok(Some(Arc::new(LocalEmbedder::from_config(cfg)?))),
+        EmbedderProvider::Builtin => Ok(Some(Arc::new(BuiltinEmbedder::shared()?))),
     }
 }
 
@@ -146,8 +151,15 @@ mod tests {
 
     #[test]
     fn none_builds_no_embedder_and_bad_configs_name_their_key() {
-        let none = EmbedderSection::default();
+        let none = EmbedderSection {
+            provider: EmbedderProvider::None,
+            ..EmbedderSection::default()
+        };
         assert!(build_embedder(&none, &|_| None).unwrap().is_none());
+        let builtin = build_embedder(&EmbedderSection::default(), &|_| None)
+            .unwrap()
+            .expect("the default is the builtin embedder");
+        assert_eq!(builtin.model(), somna_embed::BUILTIN_MODEL_NAME);
         let openai = EmbedderSection {
             provider: EmbedderProvider::Openai,
             base_url: "ftp://x".into(),

@@ -201,7 +201,7 @@ pub(crate) fn check_cluster(cluster: &ClusterSection) -> Vec<Finding> {
 pub(crate) fn check_embedder(embedder: &EmbedderSection) -> Vec<Finding> {
     let mut findings = Vec::new();
     match embedder.provider {
-        EmbedderProvider::None => {}
+        EmbedderProvider::None | EmbedderProvider::Builtin => {}
         EmbedderProvider::Openai => {
             if !(embedder.base_url.starts_with("http://")
                 || embedder.base_url.starts_with("https://"))
