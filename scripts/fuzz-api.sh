@@ -46,15 +46,9 @@ die() {
 
 # The tools: the `somna` binary (SOMNA_BIN when set, e.g. by .ci/run: the one its tests built) and
 # schemathesis in its venv.
-if [ -n "${SOMNA_BIN:-}" ]; then
-    somna=$(realpath -m "$SOMNA_BIN")
-else
-    say "building somna (cargo build -p somna-cli)"
-    cargo build --quiet --locked -p somna-cli --bin somna || die "cannot build the somna binary"
-    somna=$(cargo metadata --format-version 1 --no-deps |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/somna
-fi
-[ -x "$somna" ] || die "no somna binary at $somna"
+# shellcheck source=lib/somna-bin.sh
+source scripts/lib/somna-bin.sh
+somna=$(somna_bin)
 
 if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -qF "${SCHEMATHESIS#*==}"; then
     say "installing $SCHEMATHESIS into $VENV"

@@ -30,15 +30,9 @@ die() {
 }
 
 # The somna binary.
-if [ -n "${SOMNA_BIN:-}" ]; then
-    somna=$(realpath "$SOMNA_BIN")
-else
-    say "building somna (cargo build -p somna-cli)"
-    cargo build --quiet --locked -p somna-cli --bin somna || die "cannot build the somna binary"
-    somna=$(cargo metadata --format-version 1 --no-deps |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/somna
-fi
-[ -x "$somna" ] || die "no somna binary at $somna"
+# shellcheck source=lib/somna-bin.sh
+source scripts/lib/somna-bin.sh
+somna=$(somna_bin)
 
 # The venv: Evennia once (again when the pin or the constraints change).
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||

@@ -26,15 +26,9 @@ die() {
 }
 
 # The server: the binary under test.
-if [ -n "${SOMNA_BIN:-}" ]; then
-    somna=$(realpath -m "$SOMNA_BIN")
-else
-    say "building somna (cargo build -p somna-cli)"
-    cargo build --quiet --locked -p somna-cli --bin somna || die "cannot build the somna binary"
-    somna=$(cargo metadata --format-version 1 --no-deps |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/somna
-fi
-[ -x "$somna" ] || die "no somna binary at $somna"
+# shellcheck source=lib/somna-bin.sh
+source scripts/lib/somna-bin.sh
+somna=$(somna_bin)
 
 # The venv: pytest and the build backend, pinned, installed once.
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' ||

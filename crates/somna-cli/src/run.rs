@@ -65,6 +65,9 @@ async fn main_job(
     };
     let start = clock.now();
     let agents = args.config.agents.len();
+    let embedder = semantic
+        .as_ref()
+        .map_or_else(|| "none".to_owned(), |s| s.embedder.model().to_owned());
     let runtime = Runtime::start(
         args.config,
         args.store.clone(),
@@ -82,11 +85,12 @@ async fn main_job(
     )
     .context("cannot start the runtime")?;
     println!(
-        "somna: hosting {} agent(s) from the config ({} in all) · store {} · LLM {}",
+        "somna: hosting {} agent(s) from the config ({} in all) · store {} · LLM {} · embedder {}",
         agents,
         runtime.agent_ids().len(),
         args.store_label,
-        runtime.llm().provider()
+        runtime.llm().provider(),
+        embedder
     );
     let (stop_api, api_stopped) = oneshot::channel::<()>();
     let api = match serve {

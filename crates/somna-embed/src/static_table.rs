@@ -82,7 +82,8 @@ impl StaticEmbedder {
         let mut ids = HashMap::with_capacity(count);
         let mut rows = Vec::with_capacity(count * width);
         let mut raw_scales = Vec::with_capacity(count);
-        let mut tokens = Vec::with_capacity(count);
+        // Whether each token carries meaning: letters or digits, and not `[CLS]`-like.
+        let mut meaningful = Vec::with_capacity(count);
         for id in 0..count {
             let truncated = || bad(&format!("truncated at token {id}"));
             let len = cursor.u16().ok_or_else(truncated)? as usize;
@@ -97,7 +98,10 @@ impl StaticEmbedder {
             raw_scales.push(scale);
             ids.entry(Box::from(text))
                 .or_insert(u32::try_from(id).unwrap_or(u32::MAX));
-            tokens.push(text.to_owned());
+            meaningful.push(
+                text.chars().any(char::is_alphanumeric)
+                    && !(text.starts_with('[') && text.ends_with(']')),
+            );
         }
         if cursor.at != bytes.len() {
             return Err(bad("trailing bytes after the last token"));
@@ -105,13 +109,11 @@ impl StaticEmbedder {
         let first_word = ids.get("the").map_or(0, |&id| id as usize);
         #[allow(clippy::cast_precision_loss)]
         let harmonic = ((count - first_word).max(2) as f64).ln() + 0.577;
-        let scales = tokens
+        let scales = meaningful
             .iter()
             .enumerate()
             .zip(&raw_scales)
-            .map(|((id, token), &scale)| {
-                let meaningful = token.chars().any(char::is_alphanumeric)
-                    && !(token.starts_with('[') && token.ends_with(']'));
+            .map(|((id, &meaningful), &scale)| {
                 if !meaningful {
                     return 0.0;
                 }

@@ -256,6 +256,7 @@ async fn held_out_slice(semantic: Option<Semantic>) -> HeldOut {
     let report = eval::recall_with_progress(&dataset, &config, llm, semantic, &options, |_| {})
         .await
         .unwrap();
+    assert_eq!(report.embedder.is_some(), embedded, "{:?}", report.embedder);
     let overall = |m: &str| report.method(m).unwrap().overall.clone();
     let out = HeldOut {
         somna: overall(SOMNA),

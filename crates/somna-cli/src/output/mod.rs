@@ -346,9 +346,10 @@ impl Out {
             report.questions
         );
         println!(
-            "model {} · max_context_tokens {} · budget {} tokens · imports {:.1} s ({compactions} \
-compactions, {fallbacks} by fallback)",
+            "model {} · embedder {} · max_context_tokens {} · budget {} tokens · imports {:.1} s \
+({compactions} compactions, {fallbacks} by fallback)",
             report.model,
+            report.embedder.as_deref().unwrap_or("none (BM25 alone)"),
             report.max_context_tokens,
             report.budget,
             report.import_ms / 1000.0

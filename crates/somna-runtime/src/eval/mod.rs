@@ -315,6 +315,7 @@ pub async fn recall_with_progress(
         .collect::<Vec<_>>();
     Ok(RecallReport {
         model: agent_config.model.clone(),
+        embedder: semantic.as_ref().map(|s| s.embedder.model().to_owned()),
         max_context_tokens: agent_config.compaction.max_context_tokens,
         budget,
         conversations: conversations.len(),

@@ -38,6 +38,8 @@ pub const BASELINES: [&str; 6] = [
 pub struct RecallReport {
     /// The agent's model (it picks the token counter).
     pub model: String,
+    /// The embedder's model whose vectors Somna's retrieval used, or `None` for BM25 alone.
+    pub embedder: Option<String>,
     /// `compaction.max_context_tokens` of the agent config used.
     pub max_context_tokens: u32,
     /// What a prompt may carry (`somna_runtime::prompt::budget`): "over budget" is above this.
