@@ -110,6 +110,7 @@ async fn assistant(config: ResolvedConfig) -> Result<()> {
     let llm = somna::llm::build_client_from_env(&config.llm)?;
     let options = RuntimeOptions {
         schedule_sleeps: false,
+        semantic: somna::Semantic::from_config(&config.embedder)?,
         ..Default::default()
     };
     let runtime = Runtime::start(config, Store::temporary()?, llm, options)?;

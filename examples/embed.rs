@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use somna::llm::{ChatRequest, ChatResponse};
 use somna::{
     AgentId, BuiltinClient, CompactionOutcome, Event, Inbound, JournalQuery, LlmClient, LlmError,
-    ResolvedConfig, Role, Runtime, RuntimeOptions, SourceType, Stamped, Store, ToolCall,
+    ResolvedConfig, Role, Runtime, RuntimeOptions, Semantic, SourceType, Stamped, Store, ToolCall,
 };
 use tokio::sync::broadcast;
 
@@ -83,6 +83,9 @@ async fn host() -> Result<()> {
     let llm: Arc<dyn LlmClient> = Arc::new(Shopkeeper::default());
     let options = RuntimeOptions {
         schedule_sleeps: false, // this short run sleeps and compacts only when we ask
+        // Retrieval by meaning as well as words: the embedder `[embedder]` asks for (the
+        // builtin one, compiled in, unless the config says otherwise).
+        semantic: Semantic::from_config(&config.embedder)?,
         ..Default::default()
     };
     let runtime = Runtime::start(config, store, llm, options)?;

@@ -7,6 +7,9 @@
 //!   (one agent's resolved settings);
 //! - running: [`Runtime`] (start, send [`Inbound`] input, compact, sleep, shut down), its
 //!   [`RuntimeOptions`], [`RuntimeError`], and the live [`Event`] stream ([`Stamped`] with its time);
+//! - retrieval by meaning: [`Semantic`] (`Semantic::from_config(&config.embedder)` gives the
+//!   embedder `[embedder]` asks for, the builtin one by default; pass it as
+//!   `RuntimeOptions::semantic`, which is `None`, BM25 alone, unless a host sets it);
 //! - storage: [`Store`] (sled: history, archive, journal, memory, the event log) and [`StoreOptions`];
 //! - the model: [`LlmClient`], [`build_client`] / [`build_client_from_env`], the offline
 //!   [`BuiltinClient`];
@@ -26,7 +29,11 @@
 //! let config = ResolvedConfig::load("[llm]\nprovider = \"builtin\"\n", "inline.toml", &[])?;
 //! let store = Store::temporary()?;
 //! let llm = somna::build_client_from_env(&config.llm)?;
-//! let runtime = Runtime::start(config, store, llm, RuntimeOptions::default())?;
+//! let options = RuntimeOptions {
+//!     semantic: somna::Semantic::from_config(&config.embedder)?,
+//!     ..RuntimeOptions::default()
+//! };
+//! let runtime = Runtime::start(config, store, llm, options)?;
 //! # let _ = (runtime, std::mem::size_of::<Inbound>());
 //! # Ok(())
 //! # }
@@ -44,6 +51,7 @@ pub use somna_core::{
 };
 pub use somna_llm::{BuiltinClient, LlmClient, LlmError, build_client, build_client_from_env};
 pub use somna_runtime::{
-    AgentStatus, CompactionOutcome, Event, Inbound, Runtime, RuntimeError, RuntimeOptions, Stamped,
+    AgentStatus, CompactionOutcome, Event, Inbound, Runtime, RuntimeError, RuntimeOptions,
+    Semantic, Stamped,
 };
 pub use somna_store::{Store, StoreError, StoreOptions};

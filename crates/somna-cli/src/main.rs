@@ -506,10 +506,9 @@ fn load_or_defaults(cli: &Cli) -> Result<ResolvedConfig> {
 /// Semantic retrieval's embedder, when `[embedder]` sets one (loading the in-process model, or
 /// checking the server's config): `None` for `provider = "none"`.
 fn semantic_from(config: &ResolvedConfig) -> Result<Option<somna_runtime::Semantic>> {
-    let embedder = somna_llm::build_embedder_from_env(&config.embedder)
+    somna_runtime::Semantic::from_config(&config.embedder)
         .map_err(anyhow::Error::new)
-        .context("cannot build the embedder ([embedder])")?;
-    Ok(embedder.map(|e| somna_runtime::Semantic::new(e, &config.embedder)))
+        .context("cannot build the embedder ([embedder])")
 }
 
 fn agent_id(s: &str) -> Result<AgentId> {

@@ -21,7 +21,7 @@
 //! - [`scenario`]: scripted timelines of input (the village demo).
 //! - [`prompt`]: building the LLM prompt: persona, working context, summary, history.
 //! - [`semantic`]: embedding the archive while agents sleep and the input once per turn, for
-//!   retrieval that fuses meaning with keywords (`Semantic`, when `[embedder]` is set).
+//!   retrieval that fuses meaning with keywords (`Semantic`, `Semantic::from_config`).
 //! - [`tools`]: built-in tools `journal_add` and `recall`; host tool specs.
 //! - [`events`]: the `EventBus` (tracing + broadcast) that carries `protocol::Event`s.
 //! - [`clock`]: simulated (accelerated) time. [`stats`]: tick lateness.

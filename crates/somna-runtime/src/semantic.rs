@@ -32,6 +32,13 @@ impl Semantic {
             },
         }
     }
+
+    /// What `section` asks for — the builtin embedder unless it says otherwise — or `None` for
+    /// `provider = "none"`: what `somna run` passes as [`crate::RuntimeOptions::semantic`]. An
+    /// `openai` embedder's API key is read from the environment variable the section names.
+    pub fn from_config(section: &EmbedderSection) -> Result<Option<Self>, EmbedError> {
+        Ok(somna_llm::build_embedder_from_env(section)?.map(|e| Semantic::new(e, section)))
+    }
 }
 
 /// Why embedding the archive failed (nothing was stored; the next sleep tries again).

@@ -48,7 +48,10 @@ pub struct RuntimeOptions {
     pub event_capacity: usize,
     /// Whether the scheduler sends sleeps (tests may drive sleeps by hand).
     pub schedule_sleeps: bool,
-    /// Semantic retrieval's embedder (`[embedder]`), if any.
+    /// Semantic retrieval's embedder, if any. The runtime does not build it from `[embedder]`:
+    /// pass `Semantic::from_config(&config.embedder)?` for what the config asks (the builtin
+    /// embedder by default), as `somna run` does; `None` (the default here) retrieves by BM25
+    /// alone.
     pub semantic: Option<crate::semantic::Semantic>,
     /// The bus to publish on: subscribe to it before [`Runtime::start`] to see the agents' very
     /// first events (their first tick may come before `start` returns). `None`: a new bus of
