@@ -41,13 +41,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|(_, v)| v.iter().map(|&x| f64::from(x)).collect())
         .collect();
-    let components = principal_components(&rows, dims);
+    let mean = column_mean(&rows);
+    let components = principal_components(&rows, &mean, dims);
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&out)?);
     file.write_all(somna_embed::STATIC_MAGIC)?;
     file.write_all(&u32::try_from(vocab.len())?.to_le_bytes())?;
     file.write_all(&u32::try_from(dims)?.to_le_bytes())?;
-    let mean = column_mean(&rows);
     for ((token, _), row) in vocab.iter().zip(&rows) {
         let projected: Vec<f64> = components
             .iter()
@@ -90,14 +90,13 @@ fn column_mean(rows: &[Vec<f64>]) -> Vec<f64> {
     mean
 }
 
-/// The `k` leading eigenvectors of the rows' covariance, largest eigenvalue first (cyclic Jacobi
-/// rotations on the symmetric covariance matrix).
-fn principal_components(rows: &[Vec<f64>], k: usize) -> Vec<Vec<f64>> {
+/// The `k` leading eigenvectors of the rows' covariance (about their `mean`), largest eigenvalue
+/// first (cyclic Jacobi rotations on the symmetric covariance matrix).
+fn principal_components(rows: &[Vec<f64>], mean: &[f64], k: usize) -> Vec<Vec<f64>> {
     let n = rows[0].len();
-    let mean = column_mean(rows);
     let mut a = vec![vec![0.0; n]; n];
     for row in rows {
-        let centered: Vec<f64> = row.iter().zip(&mean).map(|(x, m)| x - m).collect();
+        let centered: Vec<f64> = row.iter().zip(mean).map(|(x, m)| x - m).collect();
         for i in 0..n {
             let ci = centered[i];
             for j in i..n {

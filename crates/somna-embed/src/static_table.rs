@@ -166,13 +166,19 @@ impl StaticEmbedder {
                 self.tokenize(text, &mut ids, &mut piece);
                 let mut sum = vec![0f32; self.width];
                 for &id in &ids {
-                    self.add_row(id, 1.0, &mut sum);
+                    let scale = self.scales[id as usize];
+                    if scale != 0.0 {
+                        for (s, &q) in sum.iter_mut().zip(self.row(id)) {
+                            *s += f32::from(q) * scale;
+                        }
+                    }
                 }
                 if !normalize(&mut sum) {
-                    sum.iter_mut().for_each(|x| *x = 0.0);
+                    sum.fill(0.0);
                     if let Some(unknown) = self.unknown {
-                        let scale = 1.0 / self.raw_norm(unknown).max(f32::MIN_POSITIVE);
-                        self.add_row_unweighted(unknown, scale, &mut sum);
+                        for (s, &q) in sum.iter_mut().zip(self.row(unknown)) {
+                            *s = f32::from(q);
+                        }
                     }
                     if !normalize(&mut sum) {
                         sum[0] = 1.0;
@@ -183,33 +189,10 @@ impl StaticEmbedder {
             .collect()
     }
 
-    fn add_row(&self, id: u32, factor: f32, sum: &mut [f32]) {
-        let id = id as usize;
-        let scale = self.scales[id] * factor;
-        if scale == 0.0 {
-            return;
-        }
-        let row = &self.rows[id * self.width..(id + 1) * self.width];
-        for (s, &q) in sum.iter_mut().zip(row) {
-            *s += f32::from(q) * scale;
-        }
-    }
-
-    fn add_row_unweighted(&self, id: u32, scale: f32, sum: &mut [f32]) {
-        let id = id as usize;
-        let row = &self.rows[id * self.width..(id + 1) * self.width];
-        for (s, &q) in sum.iter_mut().zip(row) {
-            *s += f32::from(q) * scale;
-        }
-    }
-
-    fn raw_norm(&self, id: u32) -> f32 {
-        let id = id as usize;
-        self.rows[id * self.width..(id + 1) * self.width]
-            .iter()
-            .map(|&q| f32::from(q) * f32::from(q))
-            .sum::<f32>()
-            .sqrt()
+    /// Token `id`'s components, unscaled.
+    fn row(&self, id: u32) -> &[i8] {
+        let at = id as usize * self.width;
+        &self.rows[at..at + self.width]
     }
 
     /// BERT's uncased basic tokenizer (control characters dropped, accents stripped, lower case,
