@@ -1,8 +1,9 @@
 //! somna-store benchmarks: append throughput (single and batches of 100), the O(1) usage read on an
 //! agent with 100,000 messages, commit_compaction of ~1,980 of 2,000 messages and its uncompact,
 //! reading a history of 2,000, the journal query for synthesis entries, and archive search over
-//! 100,000 archived messages; and decoding 2,000 stored messages with serde and without
-//! (`decode_2000_messages`, no IO).
+//! 100,000 archived messages; decoding 2,000 stored messages with serde and without
+//! (`decode_2000_messages`, no IO); and reopening a sled database of 100,000 agents
+//! (`sled/reopen`).
 //!
 //! Every benchmark runs on sled (a temporary directory on disk, the default 500 ms background
 //! flush) and, when `SOMNA_BENCH_PG_URL` (or `SOMNA_TEST_PG_URL`) names a PostgreSQL database, on
@@ -391,9 +392,44 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
+/// Opening a closed sled database of 100,000 agents with two messages each: what a restart of a
+/// node costs the store, including `Store::open`'s one seek per agent for appends whose record
+/// update a crash lost (sled appends without a transaction).
+fn reopen(c: &mut Criterion) {
+    const AGENTS: u64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        for i in 0..AGENTS {
+            let id = AgentId::new(format!("npc{i:06}")).unwrap();
+            store.create_agent(&id, NOW).unwrap();
+            store
+                .append_batch(&id, vec![message(0), message(1)], NOW)
+                .unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let mut group = c.benchmark_group("sled/reopen");
+    group.sample_size(10);
+    group.bench_function("100000_agents", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+                total += t.elapsed();
+                black_box(&store);
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
 /// Each benchmark on every backend in turn.
 fn benches(c: &mut Criterion) {
     decode(c);
+    reopen(c);
     let each: [fn(&mut Criterion, &str); 5] =
         [append_on, usage_on, compaction_on, journal_on, search_on];
     for bench in each {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use somna_core::{AgentId, Cover, Message, Seq, Timestamp};
+use somna_core::{AgentId, AgentRecord, Cover, Message, Seq, Timestamp};
 
 use crate::codec;
 use crate::error::{Result, StoreError};
@@ -69,6 +69,7 @@ impl Store {
             stored.push(message);
         }
         writes.put_record(&next)?;
+        writes.appends();
         self.apply_expecting_no_conflict(id, &writes)?;
         self.publish(
             id,
@@ -78,6 +79,55 @@ impl Store {
             HistoryChange::Appended(&stored),
         );
         Ok(stored)
+    }
+
+    /// Adds to each agent's record the messages a crash left behind it. On sled an append writes
+    /// its messages, then the record, without a transaction (see the sled backend), and sled
+    /// recovers a prefix of its writes, so what a crash can leave is messages at and above the
+    /// record's `next_seq` that the record does not count; they are the agent's latest appends
+    /// and are kept (every write before them, the caller's acknowledgement included, happened).
+    /// Runs when a sled store opens, before any state is loaded: one seek per agent. Returns how
+    /// many messages were adopted.
+    pub(crate) fn recover_appends(&self) -> Result<u64> {
+        let trees = &self.inner.trees;
+        let mut adopted = 0;
+        for item in trees.agents.iter() {
+            let (key, value) = item?;
+            let mut record: AgentRecord = codec::decode(tree_names::AGENTS, &key, &value)?;
+            let id = record.id.clone();
+            let before = (record.next_seq, record.history_len, record.history_tokens);
+            let end = keys::prefix_end(&keys::prefix(&id));
+            for entry in trees.history.range(keys::seq(&id, record.next_seq)..end) {
+                let (key, value) = entry?;
+                let message = codec::decode_message(tree_names::HISTORY, &key, &value)?;
+                if !message.is_normal() || message.seq < record.next_seq {
+                    return Err(StoreError::Inconsistent {
+                        agent: id,
+                        reason: format!(
+                            "history key {} is at or above next_seq {} but holds no appended message",
+                            keys::render(&key),
+                            record.next_seq
+                        ),
+                    });
+                }
+                record.next_seq = message.seq + 1;
+                record.history_len += 1;
+                record.history_tokens += u64::from(message.tokens);
+                adopted += 1;
+            }
+            if (record.next_seq, record.history_len, record.history_tokens) != before {
+                tracing::warn!(
+                    agent = %id,
+                    messages = record.next_seq - before.0,
+                    "the agent's record missed its last appends (the process stopped between \
+                     writing them and its record); counted them"
+                );
+                let mut writes = WriteSet::with_capacity(1);
+                writes.put_record(&record)?;
+                self.apply_expecting_no_conflict(&id, &writes)?;
+            }
+        }
+        Ok(adopted)
     }
 
     /// The agent's whole live history, in seq order (empty for an unknown agent). A copy of

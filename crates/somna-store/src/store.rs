@@ -172,6 +172,23 @@ pub(crate) struct Trees {
     pub(crate) tokens: Tree,
 }
 
+impl Trees {
+    /// The tree a write to `id` goes to.
+    pub(crate) fn get(&self, id: TreeId) -> &Tree {
+        match id {
+            TreeId::Agents => &self.agents,
+            TreeId::History => &self.history,
+            TreeId::Archive => &self.archive,
+            TreeId::Journal => &self.journal,
+            TreeId::JournalBySource => &self.journal_by_source,
+            TreeId::Memory => &self.memory,
+            TreeId::Events => &self.events,
+            TreeId::Undo => &self.undo,
+            TreeId::Inbox => &self.inbox,
+        }
+    }
+}
+
 /// Which tree a write goes to (the index into the transaction's views).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TreeId {
@@ -291,6 +308,9 @@ pub(crate) struct WriteSet {
     writes: Vec<Write>,
     /// Applied without a cluster lease (an inbox enqueue by a node that does not own the agent).
     unfenced: bool,
+    /// Appends: applied in order without a transaction where the backend gains by it (sled; see
+    /// its module), what a crash can separate being recovered at open.
+    appends: bool,
 }
 
 impl WriteSet {
@@ -311,6 +331,23 @@ impl WriteSet {
         self.unfenced = true;
     }
 
+    /// Marks the set as an append: new history messages, then the agent's record. sled applies
+    /// it in order without a transaction (its process-wide transaction lock is what appends
+    /// queued on); `Store::recover_appends` repairs a record whose update a crash lost.
+    pub(crate) fn appends(&mut self) {
+        debug_assert!(self.writes.iter().all(|w| matches!(
+            (&w.op, w.tree),
+            (Op::Create(_), TreeId::History) | (Op::Put(_), TreeId::Agents)
+        )));
+        debug_assert!(self.writes.last().is_some_and(|w| w.tree == TreeId::Agents));
+        self.appends = true;
+    }
+
+    /// Whether the set was marked as an append ([`WriteSet::appends`]).
+    pub(crate) fn is_appends(&self) -> bool {
+        self.appends
+    }
+
     /// The writes, in the order they apply.
     pub(crate) fn writes(&self) -> &[Write] {
         &self.writes
@@ -320,6 +357,7 @@ impl WriteSet {
         WriteSet {
             writes: Vec::with_capacity(n),
             unfenced: false,
+            appends: false,
         }
     }
 
@@ -357,7 +395,9 @@ impl WriteSet {
 
 impl Store {
     /// Opens (or creates) the sled database in the directory `path` (see the sled backend for
-    /// how a snapshot half-written by a killed process is recovered from).
+    /// how a snapshot half-written by a killed process is recovered from), and, unless the last
+    /// process closed it cleanly, counts in their records the appends a crash left uncounted (one
+    /// seek per agent; see the sled backend).
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         if options.flush_every.is_zero() {
             return Err(StoreError::Invalid {
@@ -372,7 +412,15 @@ impl Store {
             });
         }
         let db = SledDb::open(path.as_ref(), options.flush_every, options.cache_bytes)?;
-        Self::from_db(Db::Sled(db))
+        let closed_cleanly = db.take_close_mark()?;
+        let store = Self::from_db(Db::Sled(db))?;
+        if !closed_cleanly {
+            store.recover_appends()?;
+        }
+        if let Db::Sled(db) = &store.inner.db {
+            db.mark_on_close();
+        }
+        Ok(store)
     }
 
     /// A database that lives in memory-backed temporary files and is deleted when the last handle

@@ -43,7 +43,8 @@ impl Db {
     }
 
     /// Applies `writes` in order, in one transaction across the trees, if `fence` holds (a
-    /// cluster node's lease; only a Postgres store opened as a cluster node passes one).
+    /// cluster node's lease; only a Postgres store opened as a cluster node passes one). On sled
+    /// an append set ([`WriteSet::appends`]) applies in order without a transaction.
     /// `Ok(Err(refusal))`: the transaction aborted and nothing changed.
     pub(crate) fn apply(
         &self,
@@ -52,6 +53,9 @@ impl Db {
         fence: Option<Fence>,
     ) -> Result<std::result::Result<(), Refusal>> {
         match self {
+            Db::Sled(db) if writes.is_appends() => {
+                Ok(db.apply_in_order(trees, writes)?.map_err(Refusal::Conflict))
+            }
             Db::Sled(db) => Ok(db.apply(trees, writes)?.map_err(Refusal::Conflict)),
             Db::Postgres(db) => db.apply(writes, fence),
         }

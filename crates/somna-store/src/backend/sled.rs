@@ -1,7 +1,19 @@
 //! The sled backend: one sled database, one sled tree per store tree, [`SledDb::apply`] as one
-//! sled transaction across them.
+//! sled transaction across them, and [`SledDb::apply_in_order`] for appends.
+//!
+//! Every sled 0.34 transaction (and `apply_batch`) takes one process-wide write lock, and once any
+//! transaction has run, every read and write of every tree takes it shared: under load the
+//! appends of a turn (the input, the reply), each a transaction, queued on that lock and held the
+//! Arbiters and the readers behind them. Appends therefore skip the transaction: their writes
+//! (the messages, then the agent's record) are applied one by one, in order, taking the lock only
+//! shared. sled recovers a prefix of its log after a crash (it never recovers a write whose
+//! predecessor was lost), so a record that was recovered has its messages; the one thing a crash
+//! can leave is messages whose record update was lost, which `Store::recover_appends` adds back
+//! to the record when the database opens — unless the last close left its clean-close mark
+//! (one seek per agent saved: 0.5 s at 100,000 agents).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
@@ -18,9 +30,15 @@ pub(crate) type Bytes = sled::IVec;
 /// How long [`SledDb::open`] waits for sled's file lock before giving up.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
+/// The key, in sled's default tree, of the mark a clean close leaves: every append's record was
+/// written, so the next open need not look for appends a crash left uncounted.
+const APPENDS_RECORDED: &[u8] = b"somna/appends-recorded";
+
 /// One sled database.
 pub(crate) struct SledDb {
     db: sled::Db,
+    /// Whether dropping the database leaves the clean-close mark ([`SledDb::mark_on_close`]).
+    mark_on_close: AtomicBool,
 }
 
 impl SledDb {
@@ -58,14 +76,31 @@ impl SledDb {
             Err(e) => return Err(e.into()),
         };
         tracing::debug!(path = %path.display(), recovered = db.was_recovered(), "sled store opened");
-        Ok(SledDb { db })
+        Ok(SledDb {
+            db,
+            mark_on_close: AtomicBool::new(false),
+        })
     }
 
     /// A database in memory-backed temporary files, deleted when dropped.
     pub(crate) fn temporary() -> Result<SledDb> {
         Ok(SledDb {
             db: sled::Config::new().temporary(true).open()?,
+            mark_on_close: AtomicBool::new(false),
         })
+    }
+
+    /// Takes the clean-close mark: `true` when the last process to open the database closed it
+    /// after its last append, so every agent's record counts its messages. Removing it before
+    /// any append is what makes it safe: sled recovers a prefix of its writes, so after a crash
+    /// the mark is either gone or was recovered with nothing after it.
+    pub(crate) fn take_close_mark(&self) -> Result<bool> {
+        Ok(self.db.remove(APPENDS_RECORDED)?.is_some())
+    }
+
+    /// Makes dropping the database leave the clean-close mark (after the records were checked).
+    pub(crate) fn mark_on_close(&self) {
+        self.mark_on_close.store(true, Ordering::Release);
     }
 
     pub(crate) fn tree(&self, name: &'static str) -> Result<sled::Tree> {
@@ -84,29 +119,65 @@ impl SledDb {
         self.db.was_recovered()
     }
 
+    /// `writes` one by one, in order, without a transaction (see the module's doc): only puts and
+    /// creates, a create being a compare-and-swap from absent. A create that finds its key taken
+    /// stops there with a conflict, the writes before it applied.
+    pub(crate) fn apply_in_order(
+        &self,
+        trees: &Trees,
+        writes: &WriteSet,
+    ) -> Result<std::result::Result<(), Conflict>> {
+        for w in writes.writes() {
+            let tree = sled_tree(trees.get(w.tree))?;
+            match &w.op {
+                Op::Put(value) => {
+                    tree.insert(w.key.clone(), value.clone())?;
+                }
+                Op::Create(value) => {
+                    let swapped =
+                        tree.compare_and_swap(&w.key, None::<&[u8]>, Some(value.clone()))?;
+                    if swapped.is_err() {
+                        return Ok(Err(Conflict {
+                            seq: w.seq,
+                            reason: format!(
+                                "{} key {} is already taken",
+                                w.tree.name(),
+                                keys::render(&w.key)
+                            ),
+                        }));
+                    }
+                }
+                Op::Take(_) | Op::Delete => {
+                    return Err(StoreError::Invalid {
+                        what: "in-order writes",
+                        reason: format!(
+                            "only puts and creates apply without a transaction, got a removal of {} key {}",
+                            w.tree.name(),
+                            keys::render(&w.key)
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
     /// `writes` in one sled transaction across the nine transactional trees.
     pub(crate) fn apply(
         &self,
         trees: &Trees,
         writes: &WriteSet,
     ) -> Result<std::result::Result<(), Conflict>> {
-        let sled_tree = |t: &Tree| match t {
-            Tree::Sled(t) => Ok(t.clone()),
-            Tree::Postgres(_) => Err(StoreError::Storage(StorageError::new(
-                StorageErrorKind::Other,
-                std::io::Error::other("a sled database was given trees of another backend"),
-            ))),
-        };
         let result = (
-            &sled_tree(&trees.agents)?,
-            &sled_tree(&trees.history)?,
-            &sled_tree(&trees.archive)?,
-            &sled_tree(&trees.journal)?,
-            &sled_tree(&trees.journal_by_source)?,
-            &sled_tree(&trees.memory)?,
-            &sled_tree(&trees.events)?,
-            &sled_tree(&trees.undo)?,
-            &sled_tree(&trees.inbox)?,
+            sled_tree(&trees.agents)?,
+            sled_tree(&trees.history)?,
+            sled_tree(&trees.archive)?,
+            sled_tree(&trees.journal)?,
+            sled_tree(&trees.journal_by_source)?,
+            sled_tree(&trees.memory)?,
+            sled_tree(&trees.events)?,
+            sled_tree(&trees.undo)?,
+            sled_tree(&trees.inbox)?,
         )
             .transaction(
                 |(agents, history, archive, journal, by_source, memory, events, undo, inbox)| {
@@ -162,6 +233,33 @@ impl SledDb {
             Err(TransactionError::Abort(conflict)) => Ok(Err(conflict)),
             Err(TransactionError::Storage(e)) => Err(e.into()),
         }
+    }
+}
+
+impl Drop for SledDb {
+    /// Leaves the clean-close mark when asked to, and flushes it: this is the last handle, so no
+    /// append can follow it.
+    fn drop(&mut self) {
+        if self.mark_on_close.load(Ordering::Acquire) {
+            let marked = self
+                .db
+                .insert(APPENDS_RECORDED, &[])
+                .and_then(|_| self.db.flush());
+            if let Err(e) = marked {
+                tracing::warn!(error = %e, "could not mark the sled store closed cleanly; the next open checks every agent's record");
+            }
+        }
+    }
+}
+
+/// The sled tree behind `t`.
+fn sled_tree(t: &Tree) -> Result<&sled::Tree> {
+    match t {
+        Tree::Sled(t) => Ok(t),
+        Tree::Postgres(_) => Err(StoreError::Storage(StorageError::new(
+            StorageErrorKind::Other,
+            std::io::Error::other("a sled database was given trees of another backend"),
+        ))),
     }
 }
 

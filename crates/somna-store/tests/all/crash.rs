@@ -512,3 +512,59 @@ fn durable_on_a_store_on_disk_flushes() {
     let stats = store.group_commit_stats();
     assert_eq!((stats.flushes, stats.served), (1, 1));
 }
+
+// sled-specific: appends without a transaction.
+/// On sled an append writes its messages, then the agent's record, without a transaction; a
+/// crash in between leaves messages the record does not count. The next open counts them: the
+/// record's `next_seq`, `history_len` and `history_tokens` match the history again, the
+/// invariants hold and the next append takes the next seq.
+#[test]
+fn appends_whose_record_update_a_crash_lost_are_counted_at_open() {
+    let (dir, id) = closed_sled_store(30, Some((10, "the first ten turns")));
+    let before = {
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let record = store.agent(&id).unwrap().unwrap();
+        assert_eq!(record.next_seq, 30);
+        (record, store.history(&id).unwrap())
+    };
+    // What a kill between an append's message writes and its record write leaves.
+    let lost: Vec<Message> = (30..33)
+        .map(|i| {
+            let mut m = msg(i);
+            m.seq = i;
+            m
+        })
+        .collect();
+    {
+        let raw = raw_sled_open(dir.path()).unwrap();
+        // A crash leaves no clean-close mark.
+        assert!(raw.remove(b"somna/appends-recorded").unwrap().is_some());
+        let history = raw.open_tree("history").unwrap();
+        for m in &lost {
+            let mut key = id.as_str().as_bytes().to_vec();
+            key.push(0);
+            key.extend_from_slice(&m.seq.to_be_bytes());
+            let value = somna_store::codec::encode("history", m).unwrap();
+            history.insert(key, value).unwrap();
+        }
+        raw.flush().unwrap();
+    }
+
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let record = store.agent(&id).unwrap().unwrap();
+    let (old, old_history) = before;
+    assert_eq!(record.next_seq, 33);
+    assert_eq!(record.history_len, old.history_len + 3);
+    assert_eq!(
+        record.history_tokens,
+        old.history_tokens + lost.iter().map(|m| u64::from(m.tokens)).sum::<u64>()
+    );
+    let mut expected = old_history;
+    expected.extend(lost);
+    assert_eq!(store.history(&id).unwrap(), expected);
+    assert_eq!(store.usage_tokens(&id).unwrap(), record.history_tokens);
+    assert_clean(&store, &id);
+    let next = append_n(&store, &id, 1);
+    assert_eq!(next[0].seq, 33);
+    assert_clean(&store, &id);
+}
