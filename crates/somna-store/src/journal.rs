@@ -10,8 +10,9 @@ use crate::live::HistoryChange;
 use crate::store::{Store, TreeId, WriteSet, tree_names};
 
 impl Store {
-    /// Appends a journal entry: assigns its id and writes the entry and its by-source index key in
-    /// one transaction. Returns the entry as stored.
+    /// Appends a journal entry: assigns its id and writes the entry, its by-source index key and
+    /// the record (in one transaction, or on sled in that order: see docs/storage.md).
+    /// Returns the entry as stored.
     pub fn append_journal(&self, id: &AgentId, entry: JournalEntry) -> Result<JournalEntry> {
         let state = self.state(id)?;
         let mut guard = state.lock();
@@ -19,6 +20,7 @@ impl Store {
         let mut writes = WriteSet::with_capacity(3);
         let stored = push_entries(id, &mut next, vec![entry], &mut writes)?;
         writes.put_record(&next)?;
+        writes.appends();
         self.apply_expecting_no_conflict(id, &writes)?;
         self.publish(id, &state, &mut guard, next, HistoryChange::of(&writes));
         stored

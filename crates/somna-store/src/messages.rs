@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use somna_core::{AgentId, AgentRecord, Cover, Message, Seq, Timestamp};
+use somna_core::{AgentId, AgentRecord, Cover, JournalEntry, Message, Seq, Timestamp};
 
 use crate::codec;
 use crate::error::{Result, StoreError};
@@ -81,13 +81,14 @@ impl Store {
         Ok(stored)
     }
 
-    /// Adds to each agent's record the messages a crash left behind it. On sled an append writes
-    /// its messages, then the record, without a transaction (see the sled backend), and sled
-    /// recovers a prefix of its writes, so what a crash can leave is messages at and above the
-    /// record's `next_seq` that the record does not count; they are the agent's latest appends
-    /// and are kept (every write before them, the caller's acknowledgement included, happened).
-    /// Runs when a sled store opens, before any state is loaded: one seek per agent. Returns how
-    /// many messages were adopted.
+    /// Adds to each agent's record the appends a crash left behind it. On sled an append writes
+    /// its messages (or journal entries with their by-source keys), then the record, without a
+    /// transaction (see [`WriteSet::appends`]), and sled recovers a prefix of its writes, so what
+    /// a crash can leave is history messages at and above the record's `next_seq`, or journal
+    /// entries at and above its `next_entry_id` (their by-source keys possibly missing), that the
+    /// record does not count. They are the agent's latest appends and are kept: the record counts
+    /// them and the by-source keys are written. Runs when a sled store opens after a crash, before
+    /// any state is loaded: two seeks per agent. Returns how many appends were adopted.
     pub(crate) fn recover_appends(&self) -> Result<u64> {
         let trees = &self.inner.trees;
         let mut adopted = 0;
@@ -95,9 +96,10 @@ impl Store {
             let (key, value) = item?;
             let mut record: AgentRecord = codec::decode(tree_names::AGENTS, &key, &value)?;
             let id = record.id.clone();
-            let before = (record.next_seq, record.history_len, record.history_tokens);
+            let (next_seq, next_entry_id) = (record.next_seq, record.next_entry_id);
             let end = keys::prefix_end(&keys::prefix(&id));
-            for entry in trees.history.range(keys::seq(&id, record.next_seq)..end) {
+            let mut writes = WriteSet::with_capacity(1);
+            for entry in trees.history.range(keys::seq(&id, next_seq)..end.clone()) {
                 let (key, value) = entry?;
                 let message = codec::decode_message(tree_names::HISTORY, &key, &value)?;
                 if !message.is_normal() || message.seq < record.next_seq {
@@ -115,14 +117,36 @@ impl Store {
                 record.history_tokens += u64::from(message.tokens);
                 adopted += 1;
             }
-            if (record.next_seq, record.history_len, record.history_tokens) != before {
+            for entry in trees.journal.range(keys::seq(&id, next_entry_id)..end) {
+                let (key, value) = entry?;
+                let entry: JournalEntry = codec::decode(tree_names::JOURNAL, &key, &value)?;
+                if entry.id < record.next_entry_id {
+                    return Err(StoreError::Inconsistent {
+                        agent: id,
+                        reason: format!(
+                            "journal key {} is at or above next_entry_id {} but holds entry {}",
+                            keys::render(&key),
+                            record.next_entry_id,
+                            entry.id
+                        ),
+                    });
+                }
+                writes.put(
+                    TreeId::JournalBySource,
+                    keys::by_source(&id, entry.source_type, entry.id),
+                    Vec::new(),
+                );
+                record.next_entry_id = entry.id + 1;
+                adopted += 1;
+            }
+            if (record.next_seq, record.next_entry_id) != (next_seq, next_entry_id) {
                 tracing::warn!(
                     agent = %id,
-                    messages = record.next_seq - before.0,
+                    messages = record.next_seq - next_seq,
+                    journal_entries = record.next_entry_id - next_entry_id,
                     "the agent's record missed its last appends (the process stopped between \
                      writing them and its record); counted them"
                 );
-                let mut writes = WriteSet::with_capacity(1);
                 writes.put_record(&record)?;
                 self.apply_expecting_no_conflict(&id, &writes)?;
             }

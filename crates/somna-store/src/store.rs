@@ -331,13 +331,15 @@ impl WriteSet {
         self.unfenced = true;
     }
 
-    /// Marks the set as an append: new history messages, then the agent's record. sled applies
-    /// it in order without a transaction (its process-wide transaction lock is what appends
-    /// queued on); `Store::recover_appends` repairs a record whose update a crash lost.
+    /// Marks the set as an append: new history messages or new journal entries (each with its
+    /// by-source key), then the agent's record. sled applies it in order without a transaction
+    /// (its process-wide transaction lock is what appends queued on); `Store::recover_appends`
+    /// repairs a record whose update a crash lost.
     pub(crate) fn appends(&mut self) {
         debug_assert!(self.writes.iter().all(|w| matches!(
             (&w.op, w.tree),
-            (Op::Create(_), TreeId::History) | (Op::Put(_), TreeId::Agents)
+            (Op::Create(_), TreeId::History | TreeId::Journal)
+                | (Op::Put(_), TreeId::JournalBySource | TreeId::Agents)
         )));
         debug_assert!(self.writes.last().is_some_and(|w| w.tree == TreeId::Agents));
         self.appends = true;

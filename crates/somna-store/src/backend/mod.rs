@@ -44,7 +44,7 @@ impl Db {
 
     /// Applies `writes` in order, in one transaction across the trees, if `fence` holds (a
     /// cluster node's lease; only a Postgres store opened as a cluster node passes one). On sled
-    /// an append set ([`WriteSet::appends`]) applies in order without a transaction.
+    /// an append set ([`WriteSet::appends`]) and a set of one write apply without a transaction.
     /// `Ok(Err(refusal))`: the transaction aborted and nothing changed.
     pub(crate) fn apply(
         &self,
@@ -53,7 +53,7 @@ impl Db {
         fence: Option<Fence>,
     ) -> Result<std::result::Result<(), Refusal>> {
         match self {
-            Db::Sled(db) if writes.is_appends() => {
+            Db::Sled(db) if writes.is_appends() || writes.writes().len() == 1 => {
                 Ok(db.apply_in_order(trees, writes)?.map_err(Refusal::Conflict))
             }
             Db::Sled(db) => Ok(db.apply(trees, writes)?.map_err(Refusal::Conflict)),

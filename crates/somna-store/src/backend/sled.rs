@@ -1,5 +1,5 @@
 //! The sled backend: one sled database, one sled tree per store tree, [`SledDb::apply`] as one
-//! sled transaction across them, and [`SledDb::apply_in_order`] for appends.
+//! sled transaction across them, and [`SledDb::apply_in_order`] for appends and single writes.
 //!
 //! Every sled 0.34 transaction (and `apply_batch`) takes one process-wide write lock, and once any
 //! transaction has run, every read and write of every tree takes it shared: under load the
@@ -10,7 +10,8 @@
 //! predecessor was lost), so a record that was recovered has its messages; the one thing a crash
 //! can leave is messages whose record update was lost, which `Store::recover_appends` adds back
 //! to the record when the database opens — unless the last close left its clean-close mark
-//! (one seek per agent saved: 0.5 s at 100,000 agents).
+//! (one seek per agent saved: 0.5 s at 100,000 agents). A write set of one write (a record's
+//! update, an inbox entry) needs no transaction either: sled applies each write atomically.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,8 +120,9 @@ impl SledDb {
         self.db.was_recovered()
     }
 
-    /// `writes` one by one, in order, without a transaction (see the module's doc): only puts and
-    /// creates, a create being a compare-and-swap from absent. A create that finds its key taken
+    /// `writes` one by one, in order, without a transaction (see the module's doc): for an append
+    /// set, and for a set of one write, which sled applies atomically alone. A create is a
+    /// compare-and-swap from absent, a take one from the value read to absent; one that fails
     /// stops there with a conflict, the writes before it applied.
     pub(crate) fn apply_in_order(
         &self,
@@ -129,6 +131,12 @@ impl SledDb {
     ) -> Result<std::result::Result<(), Conflict>> {
         for w in writes.writes() {
             let tree = sled_tree(trees.get(w.tree))?;
+            let conflict = |what: &str| {
+                Ok(Err(Conflict {
+                    seq: w.seq,
+                    reason: format!("{} key {} {what}", w.tree.name(), keys::render(&w.key)),
+                }))
+            };
             match &w.op {
                 Op::Put(value) => {
                     tree.insert(w.key.clone(), value.clone())?;
@@ -137,25 +145,20 @@ impl SledDb {
                     let swapped =
                         tree.compare_and_swap(&w.key, None::<&[u8]>, Some(value.clone()))?;
                     if swapped.is_err() {
-                        return Ok(Err(Conflict {
-                            seq: w.seq,
-                            reason: format!(
-                                "{} key {} is already taken",
-                                w.tree.name(),
-                                keys::render(&w.key)
-                            ),
-                        }));
+                        return conflict("is already taken");
                     }
                 }
-                Op::Take(_) | Op::Delete => {
-                    return Err(StoreError::Invalid {
-                        what: "in-order writes",
-                        reason: format!(
-                            "only puts and creates apply without a transaction, got a removal of {} key {}",
-                            w.tree.name(),
-                            keys::render(&w.key)
-                        ),
-                    });
+                Op::Take(expect) => {
+                    if let Err(e) = tree.compare_and_swap(&w.key, Some(expect), None::<&[u8]>)? {
+                        return conflict(if e.current.is_some() {
+                            "changed since it was read"
+                        } else {
+                            "is gone"
+                        });
+                    }
+                }
+                Op::Delete => {
+                    tree.remove(&w.key)?;
                 }
             }
         }

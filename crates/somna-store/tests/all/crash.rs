@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
-use somna_core::{AgentId, JournalEntry, Message, MessageKind, SourceType};
+use somna_core::{AgentId, JournalEntry, JournalQuery, Message, MessageKind, SourceType};
 use somna_store::{CommitOutcome, PostgresOptions, Store, StoreOptions};
 
 use crate::common::*;
@@ -516,8 +516,9 @@ fn durable_on_a_store_on_disk_flushes() {
 // sled-specific: appends without a transaction.
 /// On sled an append writes its messages, then the agent's record, without a transaction; a
 /// crash in between leaves messages the record does not count. The next open counts them: the
-/// record's `next_seq`, `history_len` and `history_tokens` match the history again, the
-/// invariants hold and the next append takes the next seq.
+/// record's `next_seq`, `history_len` and `history_tokens` match the history again, a journal
+/// entry written without its by-source key and record update is counted and indexed, the
+/// invariants hold and the next appends take the next ids.
 #[test]
 fn appends_whose_record_update_a_crash_lost_are_counted_at_open() {
     let (dir, id) = closed_sled_store(30, Some((10, "the first ten turns")));
@@ -547,6 +548,18 @@ fn appends_whose_record_update_a_crash_lost_are_counted_at_open() {
             let value = somna_store::codec::encode("history", m).unwrap();
             history.insert(key, value).unwrap();
         }
+        // And a journal entry written without its by-source key or its record update.
+        let mut key = id.as_str().as_bytes().to_vec();
+        key.push(0);
+        key.extend_from_slice(&before.0.next_entry_id.to_be_bytes());
+        let mut entry =
+            JournalEntry::new(NOW, SourceType::Note, 6, "the smith owes me a horseshoe");
+        entry.id = before.0.next_entry_id;
+        let value = somna_store::codec::encode("journal", &entry).unwrap();
+        raw.open_tree("journal")
+            .unwrap()
+            .insert(key, value)
+            .unwrap();
         raw.flush().unwrap();
     }
 
@@ -564,7 +577,31 @@ fn appends_whose_record_update_a_crash_lost_are_counted_at_open() {
     assert_eq!(store.history(&id).unwrap(), expected);
     assert_eq!(store.usage_tokens(&id).unwrap(), record.history_tokens);
     assert_clean(&store, &id);
+    assert_eq!(record.next_entry_id, old.next_entry_id + 1);
+    let notes = store
+        .query_journal(
+            &id,
+            &JournalQuery {
+                source_type: Some(SourceType::Note),
+                ..JournalQuery::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        notes.len(),
+        1,
+        "the adopted entry is found through its by-source key"
+    );
+    assert_eq!(notes[0].content, "the smith owes me a horseshoe");
+    assert_clean(&store, &id);
     let next = append_n(&store, &id, 1);
     assert_eq!(next[0].seq, 33);
+    let entry = store
+        .append_journal(
+            &id,
+            JournalEntry::new(NOW, SourceType::Note, 3, "a second note"),
+        )
+        .unwrap();
+    assert_eq!(entry.id, old.next_entry_id + 1);
     assert_clean(&store, &id);
 }
