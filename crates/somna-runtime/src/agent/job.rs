@@ -47,7 +47,7 @@ pub enum JobKind {
 #[derive(Debug, Clone)]
 pub(super) struct JobContext {
     pub(super) id: AgentId,
-    pub(super) config: AgentConfig,
+    pub(super) config: Arc<AgentConfig>,
     pub(super) counter: TokenCounter,
     pub(super) deps: AgentDeps,
     pub(super) calibration: Calibration,

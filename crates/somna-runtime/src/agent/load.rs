@@ -37,9 +37,15 @@ impl Agent {
         hosting: bool,
     ) -> Result<Self, AgentLoadError> {
         let now = deps.clock.now();
-        let config = base
-            .with_overrides(&record.overrides)
-            .map_err(AgentLoadError::Config)?;
+        let base = Arc::new(base);
+        let config = if record.overrides.is_empty() {
+            Arc::clone(&base)
+        } else {
+            Arc::new(
+                base.with_overrides(&record.overrides)
+                    .map_err(AgentLoadError::Config)?,
+            )
+        };
         let counter = TokenCounter::for_model(&config.model);
         let importance_since_reflection = importance_since_last_reflection(&deps.store, &base.id)?;
         let tail = deps.store.history_tail(&base.id, 1)?;
@@ -70,7 +76,6 @@ impl Agent {
             id: base.id.clone(),
             persona_tokens: u64::from(counter.count_text(&config.persona)),
             base,
-            overrides: record.overrides,
             config,
             counter,
             deps,

@@ -78,11 +78,13 @@ pub struct AgentDeps {
 #[derive(Debug)]
 pub struct Agent {
     id: AgentId,
-    /// The config from runtime.toml (or creation), before run-time overrides.
-    base: AgentConfig,
-    /// `base` with the run-time overrides applied: what the agent runs with.
-    config: AgentConfig,
-    overrides: AgentOverrides,
+    /// The config from runtime.toml (or creation), before run-time overrides. Shared with
+    /// `config` when the agent has none, as most have: an agent's own memory is what a node of
+    /// 100,000 of them multiplies (docs/benchmarks.md).
+    base: Arc<AgentConfig>,
+    /// `base` with the run-time overrides applied (the record keeps the overrides themselves):
+    /// what the agent runs with.
+    config: Arc<AgentConfig>,
     counter: TokenCounter,
     deps: AgentDeps,
     /// Tokens of the persona (part of every prompt).
@@ -460,17 +462,21 @@ impl Agent {
     /// Changes the agent's config at run time: merged over earlier run-time changes, validated,
     /// persisted in its record, applied at once.
     pub fn configure(&mut self, changes: AgentOverrides) -> Result<AgentConfig, ConfigureError> {
-        let mut merged = self.overrides.clone();
+        let mut merged = self
+            .deps
+            .store
+            .agent(&self.id)?
+            .map(|record| record.overrides)
+            .unwrap_or_default();
         merged.merge(changes);
         let config = self
             .base
             .with_overrides(&merged)
             .map_err(ConfigureError::Invalid)?;
-        self.deps.store.set_overrides(&self.id, merged.clone())?;
-        self.overrides = merged;
+        self.deps.store.set_overrides(&self.id, merged)?;
         self.counter = TokenCounter::for_model(&config.model);
         self.persona_tokens = u64::from(self.counter.count_text(&config.persona));
-        self.config = config.clone();
+        self.config = Arc::new(config.clone());
         self.note_usage();
         Ok(config)
     }
@@ -514,7 +520,7 @@ impl Agent {
             last_compaction: record.as_ref().and_then(|r| r.last_compaction),
             needs_reply: self.needs_reply,
             pending_tools: self.pending_tools.clone(),
-            config: self.config.clone(),
+            config: AgentConfig::clone(&self.config),
             reply_owed: self.reply_owed,
             chat_usage: self.chat_usage,
             grounding: record
