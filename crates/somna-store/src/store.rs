@@ -417,7 +417,11 @@ impl Store {
         let closed_cleanly = db.take_close_mark()?;
         let store = Self::from_db(Db::Sled(db))?;
         if !closed_cleanly {
-            store.recover_appends()?;
+            let adopted = store.recover_appends()?;
+            tracing::debug!(
+                adopted,
+                "sled store was not closed cleanly: records checked"
+            );
         }
         if let Db::Sled(db) = &store.inner.db {
             db.mark_on_close();
