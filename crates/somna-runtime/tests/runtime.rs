@@ -870,3 +870,64 @@ async fn a_cluster_nodes_tasks_stop_at_shutdown() {
     drop((runtime, store));
     let _ = Store::temporary_postgres_in(&url, &schema);
 }
+
+/// A node on Postgres loads its agents on several threads (`Runtime::start`): every agent of the
+/// file and every agent already in the store is hosted once, with what its record holds (a
+/// stored history owes a reply; a run-time override applies). Needs Postgres
+/// (`SOMNA_TEST_PG_URL`).
+#[actix::test]
+async fn a_node_on_postgres_hosts_every_agent_of_its_file_and_store() {
+    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
+        somna_testkit::skip(
+            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+        );
+        return;
+    };
+    let store = Store::temporary_postgres(&url).unwrap();
+    let listed: Vec<String> = (0..23).map(|i| format!("npc{i:02}")).collect();
+    let entries: Vec<(&str, u32, &str)> = listed.iter().map(|id| (id.as_str(), 4000, "")).collect();
+    // Five agents created through the API earlier: in the store, not in the file.
+    let extra: Vec<AgentId> = (0..5)
+        .map(|i| AgentId::new(format!("guest{i}")).unwrap())
+        .collect();
+    for id in &extra {
+        store.create_agent(id, Timestamp(1)).unwrap();
+    }
+    store
+        .set_overrides(
+            &extra[0],
+            AgentOverrides {
+                compaction: somna_core::config::CompactionOverrides {
+                    max_context_tokens: Some(6000),
+                    ..Default::default()
+                },
+                ..AgentOverrides::default()
+            },
+        )
+        .unwrap();
+    let stub = StubLlmServer::start();
+    let runtime = Runtime::start(
+        config(&entries),
+        store.clone(),
+        stub_client(&stub, Duration::from_secs(5)),
+        options(false),
+    )
+    .unwrap();
+    let mut hosted = runtime.agent_ids();
+    hosted.sort();
+    let mut expected: Vec<AgentId> = listed
+        .iter()
+        .map(|id| AgentId::new(id.as_str()).unwrap())
+        .chain(extra.iter().cloned())
+        .collect();
+    expected.sort();
+    assert_eq!(hosted, expected);
+    let status = runtime.status(&extra[0]).await.unwrap();
+    assert_eq!(
+        status.max_context_tokens, 6000,
+        "the stored override applies"
+    );
+    let status = runtime.status(&extra[1]).await.unwrap();
+    assert_eq!(status.id, extra[1]);
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -4,7 +4,7 @@
 //! Must be started inside an actix `System` (`actix::System::new().block_on(...)` or
 //! `#[actix::main]`); [`run`] is the whole main job with shutdown injected as a future.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -36,6 +36,11 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// How often the store's live-history cache is swept: an agent's cached history goes once it has
 /// not been read for one to two sweeps (see `somna_store::live`).
 pub const HISTORY_CACHE_SWEEP: Duration = Duration::from_secs(5);
+
+/// The threads that load a node's agents at start on Postgres (`Runtime::start`). 100,000 agents:
+/// one thread 145 s, four 50 s (RSS +21 MB: each thread allocates in its own jemalloc arena),
+/// eight 45 s (+77 MB).
+const LOAD_THREADS: usize = 4;
 
 /// Knobs of the runtime that are not in runtime.toml.
 #[derive(Debug, Clone)]
@@ -225,16 +230,64 @@ impl Runtime {
             return Ok(runtime);
         }
         let mut configs: Vec<AgentConfig> = runtime.inner.config.agents.clone();
+        let listed: HashSet<AgentId> = configs.iter().map(|c| c.id.clone()).collect();
         for record in store.agents()? {
-            if record.retired || configs.iter().any(|c| c.id == record.id) {
+            if record.retired || listed.contains(&record.id) {
                 continue;
             }
             configs.push(ops::base_config(&runtime.inner.config, &record.id));
         }
-        for c in configs {
-            runtime.spawn(c)?;
+        if store.backend_name() == "postgres" {
+            for agent in runtime.load_all(configs)? {
+                runtime.start_agent(agent);
+            }
+        } else {
+            // sled's reads are local: loading on one thread, each agent started as soon as it is
+            // loaded, keeps every agent's memory in one allocator arena (loading 100,000 on eight
+            // threads measured 113 MB more RSS and saved 0.2 s).
+            for c in configs {
+                runtime.spawn(c)?;
+            }
         }
         Ok(runtime)
+    }
+
+    /// Loads the agents of `configs` (their records, the tail of their history, their pending
+    /// tool calls), in order, on up to [`LOAD_THREADS`] threads: on Postgres a node's start is
+    /// these reads, a round trip each.
+    fn load_all(&self, configs: Vec<AgentConfig>) -> Result<Vec<Agent>> {
+        let threads = LOAD_THREADS.min(configs.len()).max(1);
+        let chunk = configs.len().div_ceil(threads).max(1);
+        let mut configs = configs.into_iter();
+        let chunks: Vec<Vec<AgentConfig>> = std::iter::from_fn(|| {
+            let part: Vec<AgentConfig> = configs.by_ref().take(chunk).collect();
+            (!part.is_empty()).then_some(part)
+        })
+        .collect();
+        std::thread::scope(|scope| {
+            let loaders: Vec<_> = chunks
+                .into_iter()
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.into_iter()
+                            .map(|config| {
+                                let id = config.id.clone();
+                                Agent::load(config, self.deps())
+                                    .map_err(|e| RuntimeError::Load(id, e))
+                            })
+                            .collect::<Result<Vec<Agent>>>()
+                    })
+                })
+                .collect();
+            let mut agents = Vec::new();
+            for loader in loaders {
+                let part = loader
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                agents.extend(part);
+            }
+            Ok(agents)
+        })
     }
 
     fn deps(&self) -> AgentDeps {
@@ -252,8 +305,14 @@ impl Runtime {
     /// Starts an actor for `config` on the next Arbiter.
     fn spawn(&self, config: AgentConfig) -> Result<()> {
         let id = config.id.clone();
-        let agent =
-            Agent::load(config, self.deps()).map_err(|e| RuntimeError::Load(id.clone(), e))?;
+        let agent = Agent::load(config, self.deps()).map_err(|e| RuntimeError::Load(id, e))?;
+        self.start_agent(agent);
+        Ok(())
+    }
+
+    /// Starts an actor for the loaded `agent` on the next Arbiter.
+    fn start_agent(&self, agent: Agent) {
+        let id = agent.id().clone();
         let tick = self.inner.clock.to_real(agent.config().tick_every);
         let timing = sleep_timing(&self.inner.clock, agent.config());
         // The durable schedule: the first sleep when the record says (at once when overdue).
@@ -282,7 +341,6 @@ impl Runtime {
         if let Some(replaced) = self.write_agents().insert(id, Hosted { addr, gauge }) {
             replaced.gauge.release();
         }
-        Ok(())
     }
 
     /// Stops hosting `id`: forgets its actor and takes it out of the gauges.
