@@ -809,10 +809,7 @@ async fn a_tired_agent_sleeps_before_its_emergency() {
 /// the shards again). Needs Postgres (`SOMNA_TEST_PG_URL`).
 #[actix::test]
 async fn a_cluster_nodes_tasks_stop_at_shutdown() {
-    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-        somna_testkit::skip(
-            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
-        );
+    let Some(url) = somna_testkit::pg_url_or_skip() else {
         return;
     };
     let schema = format!("rt_cluster_stop_{}", std::process::id());
@@ -877,10 +874,7 @@ async fn a_cluster_nodes_tasks_stop_at_shutdown() {
 /// (`SOMNA_TEST_PG_URL`).
 #[actix::test]
 async fn a_node_on_postgres_hosts_every_agent_of_its_file_and_store() {
-    let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-        somna_testkit::skip(
-            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
-        );
+    let Some(url) = somna_testkit::pg_url_or_skip() else {
         return;
     };
     let store = Store::temporary_postgres(&url).unwrap();

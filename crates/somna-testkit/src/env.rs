@@ -16,6 +16,20 @@ pub fn bench_pg_url() -> Option<String> {
         .ok()
 }
 
+/// The PostgreSQL database of the tests that need one: `SOMNA_TEST_PG_URL`, or `None` (unset or
+/// empty) after reporting the calling test as skipped (`.ci/run` sets it, and fails on such a skip).
+pub fn pg_url_or_skip() -> Option<String> {
+    match std::env::var("SOMNA_TEST_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            crate::skip(
+                "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
+            );
+            None
+        }
+    }
+}
+
 /// The real OpenAI-compatible server of the opt-in tests (`SOMNA_REAL_LLM=1`, docs/llm.md): its
 /// base URL (`SOMNA_REAL_LLM_URL`, default `http://127.0.0.1:8089/v1`) and model
 /// (`SOMNA_REAL_LLM_MODEL`, default `smollm2`); `None`, after reporting the skip, when not asked for.

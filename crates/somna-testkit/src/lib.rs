@@ -25,7 +25,7 @@ pub mod stub;
 pub mod wait;
 
 pub use compaction::{PlainCompaction, plain_compaction};
-pub use env::{bench_pg_url, env_or, real_llm};
+pub use env::{bench_pg_url, env_or, pg_url_or_skip, real_llm};
 pub use fixtures::{KEEPER, TranscriptExpect, load_jsonl, transcript_200, transcript_200_expect};
 pub use latency::percentile;
 pub use skip::{SKIP_LOG_ENV, skip};

@@ -191,16 +191,7 @@ impl Drop for Served {
     }
 }
 
-/// `SOMNA_TEST_PG_URL`, or `None` after reporting the calling test as skipped.
-pub fn pg_url_or_skip() -> Option<String> {
-    let url = std::env::var("SOMNA_TEST_PG_URL").ok();
-    if url.is_none() {
-        somna_testkit::skip(
-            "SOMNA_TEST_PG_URL is unset (a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test)",
-        );
-    }
-    url
-}
+pub use somna_testkit::pg_url_or_skip;
 
 /// Drops a Postgres schema when the test ends, however it ends (once no `somna` holds it).
 pub struct DropSchema {

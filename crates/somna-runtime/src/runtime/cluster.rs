@@ -684,8 +684,7 @@ mod tests {
     /// every lease, and fenced its own agents (the cluster bench: 51 of 500 sleeps answered).
     #[actix_rt::test]
     async fn a_node_whose_job_pool_is_busy_keeps_its_leases() {
-        let Ok(url) = std::env::var("SOMNA_TEST_PG_URL") else {
-            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
+        let Some(url) = somna_testkit::pg_url_or_skip() else {
             return;
         };
         let schema = format!("rt_busy_pool_{}", std::process::id());

@@ -238,7 +238,7 @@ impl Runtime {
             configs.push(ops::base_config(&runtime.inner.config, &record.id));
         }
         if store.backend_name() == "postgres" {
-            for agent in runtime.load_all(configs)? {
+            for agent in runtime.load_all(&configs)? {
                 runtime.start_agent(agent);
             }
         } else {
@@ -255,31 +255,23 @@ impl Runtime {
     /// Loads the agents of `configs` (their records, the tail of their history, their pending
     /// tool calls), in order, on up to [`LOAD_THREADS`] threads: on Postgres a node's start is
     /// these reads, a round trip each.
-    fn load_all(&self, configs: Vec<AgentConfig>) -> Result<Vec<Agent>> {
-        let threads = LOAD_THREADS.min(configs.len()).max(1);
-        let chunk = configs.len().div_ceil(threads).max(1);
-        let mut configs = configs.into_iter();
-        let chunks: Vec<Vec<AgentConfig>> = std::iter::from_fn(|| {
-            let part: Vec<AgentConfig> = configs.by_ref().take(chunk).collect();
-            (!part.is_empty()).then_some(part)
-        })
-        .collect();
+    fn load_all(&self, configs: &[AgentConfig]) -> Result<Vec<Agent>> {
+        let chunk = configs.len().div_ceil(LOAD_THREADS).max(1);
         std::thread::scope(|scope| {
-            let loaders: Vec<_> = chunks
-                .into_iter()
+            let loaders: Vec<_> = configs
+                .chunks(chunk)
                 .map(|part| {
                     scope.spawn(move || {
-                        part.into_iter()
+                        part.iter()
                             .map(|config| {
-                                let id = config.id.clone();
-                                Agent::load(config, self.deps())
-                                    .map_err(|e| RuntimeError::Load(id, e))
+                                Agent::load(config.clone(), self.deps())
+                                    .map_err(|e| RuntimeError::Load(config.id.clone(), e))
                             })
                             .collect::<Result<Vec<Agent>>>()
                     })
                 })
                 .collect();
-            let mut agents = Vec::new();
+            let mut agents = Vec::with_capacity(configs.len());
             for loader in loaders {
                 let part = loader
                     .join()

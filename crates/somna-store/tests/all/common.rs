@@ -66,13 +66,7 @@ pub const PG_URL: &str = "SOMNA_TEST_PG_URL";
 
 /// The Postgres URL of the tests, or `None` (after printing that the test is skipped).
 pub fn pg_url() -> Option<String> {
-    match std::env::var(PG_URL) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            somna_testkit::skip(&format!("{PG_URL} is unset (a PostgreSQL URL)"));
-            None
-        }
-    }
+    somna_testkit::pg_url_or_skip()
 }
 
 /// A schema name no other test uses (for tests that open a Postgres schema by name; the last

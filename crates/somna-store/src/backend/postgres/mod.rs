@@ -305,13 +305,7 @@ mod tests {
     }
 
     fn stores() -> Option<(Store, Store)> {
-        let Some(url) = std::env::var("SOMNA_TEST_PG_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
-            return None;
-        };
+        let url = somna_testkit::pg_url_or_skip()?;
         Some((
             Store::temporary().unwrap(),
             Store::temporary_postgres(&url).unwrap(),
@@ -398,11 +392,7 @@ mod tests {
     /// writes, and another store can open the schema.
     #[test]
     fn a_store_that_lost_its_lock_stops_writing() {
-        let Some(url) = std::env::var("SOMNA_TEST_PG_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            somna_testkit::skip("SOMNA_TEST_PG_URL is unset (a PostgreSQL URL)");
+        let Some(url) = somna_testkit::pg_url_or_skip() else {
             return;
         };
         let store = Store::temporary_postgres(&url).unwrap();
