@@ -380,7 +380,7 @@ impl WriteSet {
     }
 
     pub(crate) fn put_record(&mut self, record: &AgentRecord) -> Result<()> {
-        let value = codec::encode(tree_names::AGENTS, record)?;
+        let value = codec::encode_record(tree_names::AGENTS, record)?;
         self.put(TreeId::Agents, keys::agent(&record.id), value);
         Ok(())
     }
@@ -536,7 +536,7 @@ impl Store {
     /// Creates the record of a new agent. Fails with [`StoreError::AlreadyExists`] if it exists.
     pub fn create_agent(&self, id: &AgentId, now: Timestamp) -> Result<AgentRecord> {
         let record = AgentRecord::new(id.clone(), now);
-        let value = codec::encode(tree_names::AGENTS, &record)?;
+        let value = codec::encode_record(tree_names::AGENTS, &record)?;
         let mut writes = WriteSet::with_capacity(1);
         writes.create(TreeId::Agents, keys::agent(id), value, 0);
         match self.apply(&writes)? {

@@ -13,6 +13,9 @@ use crate::error::{Result, StoreError};
 use crate::keys;
 
 mod message;
+mod record;
+
+pub(crate) use record::encode_record;
 
 /// The format version this build writes and the only one it reads.
 pub const FORMAT_VERSION: u8 = 1;
