@@ -32,6 +32,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use rustc_hash::FxHashMap;
 use somna_core::{AgentId, Message};
 
 /// The default budget of the live-history cache, in MiB (`[store] history_cache_mb`).
@@ -103,7 +104,8 @@ impl Default for Table {
 pub(crate) struct Entry {
     live: Option<Arc<Vec<Message>>>,
     live_bytes: u64,
-    originals: HashMap<u64, Arc<Message>>,
+    /// By seq, hashed with Fx: a turn's retrieval looks up a hundred or more.
+    originals: FxHashMap<u64, Arc<Message>>,
     bytes: u64,
     /// Read since the clock hand last passed.
     referenced: bool,

@@ -87,18 +87,27 @@ impl<'a> Tidy<'a> {
         }
     }
 
+    /// Writes `text` a word (a run without white space) at a time: only a word's first character
+    /// decides the space before it.
     fn push_str(&mut self, text: &str) {
-        for c in text.chars() {
-            if c.is_whitespace() {
+        let mut rest = text;
+        while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
+            if start > 0 {
                 self.space = self.started;
-            } else {
-                if self.space && !matches!(c, '.' | ',' | ';' | ':' | '!' | '?') {
-                    self.out.push(' ');
-                }
-                self.space = false;
-                self.started = true;
-                self.out.push(c);
             }
+            let run = &rest[start..];
+            let end = run.find(char::is_whitespace).unwrap_or(run.len());
+            let word = &run[..end];
+            if self.space && !word.starts_with(['.', ',', ';', ':', '!', '?']) {
+                self.out.push(' ');
+            }
+            self.space = false;
+            self.started = true;
+            self.out.push_str(word);
+            rest = &run[end..];
+        }
+        if !rest.is_empty() {
+            self.space = self.started;
         }
     }
 }
@@ -157,6 +166,42 @@ fn marker_numbers(inner: &str) -> Option<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// `Tidy::push_str` as it was written first, a character at a time: the reference.
+    fn tidy_by_char(pieces: &[&str]) -> String {
+        let mut out = String::new();
+        let (mut started, mut space) = (false, false);
+        for c in pieces.iter().flat_map(|p| p.chars()) {
+            if c.is_whitespace() {
+                space = started;
+            } else {
+                if space && !matches!(c, '.' | ',' | ';' | ':' | '!' | '?') {
+                    out.push(' ');
+                }
+                space = false;
+                started = true;
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Written a word at a time, pieces give what the character-at-a-time writer gave.
+        #[test]
+        fn tidy_writes_words_as_it_wrote_characters(
+            pieces in proptest::collection::vec("[ a.,;!?\\t\n\u{a0}é\\[#1\\]]{0,12}", 0..5),
+        ) {
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let mut out = String::new();
+            let mut tidy = Tidy::new(&mut out);
+            for p in &pieces {
+                tidy.push_str(p);
+            }
+            prop_assert_eq!(out, tidy_by_char(&pieces));
+        }
+    }
 
     #[test]
     fn markers_are_read_stripped_and_written() {

@@ -197,7 +197,7 @@ impl WorkingContext {
             taken += hits.len();
             // The new hits' neighbours, read together (one multi-key read instead of two point
             // reads a hit); a hit is its own neighbour's original.
-            let mut neighbours: std::collections::HashMap<u64, Arc<Message>> = hits
+            let mut neighbours: rustc_hash::FxHashMap<u64, Arc<Message>> = hits
                 .iter()
                 .map(|(m, _, _)| (m.seq, Arc::clone(m)))
                 .collect();
@@ -474,7 +474,8 @@ struct LineCounter<'a> {
     counter: &'a TokenCounter,
     /// `[2023-05-08]` and its line break, with a token of margin.
     day: u64,
-    names: std::collections::HashMap<String, u64>,
+    /// Each speaker's name and the ": " after it: a few per note, a list scanned by reference.
+    names: Vec<(String, u64)>,
     /// What a message's stored count spends besides its content, per role and name.
     /// A few speakers per note: a list scanned by reference, so a lookup never allocates.
     overheads: Vec<(Role, Option<String>, u64)>,
@@ -485,7 +486,7 @@ impl<'a> LineCounter<'a> {
         LineCounter {
             counter,
             day: u64::from(counter.count_text("[2023-05-08]\n")) + 1,
-            names: std::collections::HashMap::new(),
+            names: Vec::new(),
             overheads: Vec::new(),
         }
     }
@@ -517,12 +518,12 @@ impl<'a> LineCounter<'a> {
     }
 
     fn name(&mut self, who: &str) -> u64 {
-        if let Some(&n) = self.names.get(who) {
-            return n;
+        if let Some((_, n)) = self.names.iter().find(|(name, _)| name == who) {
+            return *n;
         }
         // The name and the ": " after it.
         let n = u64::from(self.counter.count_text(&format!("{who}: ")));
-        self.names.insert(who.to_string(), n);
+        self.names.push((who.to_string(), n));
         n
     }
 }
@@ -557,7 +558,7 @@ fn push_excerpt_line(
     out.push_str(": ");
     let name_tokens = lines.name(who);
     let text_tokens = if u64::from(m.tokens) <= cap {
-        push_words(out, m.content.split_whitespace());
+        push_collapsed(out, &m.content);
         lines.content(m)
     } else {
         // About four characters a token; cut at a word boundary.
@@ -574,14 +575,39 @@ fn push_excerpt_line(
     heading + name_tokens + text_tokens
 }
 
-/// Appends `words` to `out`, one space between each.
-fn push_words<'w>(out: &mut String, words: impl Iterator<Item = &'w str>) {
-    for (i, word) in words.enumerate() {
+/// Appends `text` to `out` with its white space runs made single spaces and its ends trimmed (its
+/// words joined by one space): a turn that is so already, as most are, is copied whole.
+fn push_collapsed(out: &mut String, text: &str) {
+    if is_collapsed(text) {
+        out.push_str(text);
+        return;
+    }
+    for (i, word) in text.split_whitespace().enumerate() {
         if i > 0 {
             out.push(' ');
         }
         out.push_str(word);
     }
+}
+
+/// True when `text` has no white space but single spaces between words (what `push_collapsed`
+/// would make of it is itself).
+fn is_collapsed(text: &str) -> bool {
+    // A leading space is not collapsed: start as if after one.
+    let mut after_space = true;
+    for c in text.chars() {
+        if c == ' ' {
+            if after_space {
+                return false;
+            }
+            after_space = true;
+        } else if c.is_whitespace() {
+            return false;
+        } else {
+            after_space = false;
+        }
+    }
+    !after_space || text.is_empty()
 }
 
 /// The most tokens one archived neighbour turn takes in a working context of `budget` tokens: a
@@ -616,4 +642,51 @@ fn same_day(m: &Message, prev: Option<&Message>) -> bool {
 fn day_of(m: &Message) -> u64 {
     const DAY_MS: u64 = 86_400_000;
     m.created_at.0 / DAY_MS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What an excerpt line held before the copy: the words joined by one space.
+    fn joined(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn collapsed(text: &str) -> String {
+        let mut out = String::from("Nora: ");
+        push_collapsed(&mut out, text);
+        out.split_off("Nora: ".len())
+    }
+
+    #[test]
+    fn a_turn_is_written_with_its_white_space_collapsed() {
+        for text in [
+            "",
+            " ",
+            "plain words here",
+            " leading",
+            "trailing ",
+            "two  spaces",
+            "a\ttab",
+            "a\nline",
+            "no\u{a0}break",
+            "ideographic\u{3000}space",
+            "café au lait",
+            "x",
+        ] {
+            assert_eq!(collapsed(text), joined(text), "{text:?}");
+        }
+        // The copy is taken exactly when nothing changes.
+        assert!(is_collapsed("café au lait") && is_collapsed("") && is_collapsed("x"));
+        assert!(!is_collapsed("two  spaces") && !is_collapsed("no\u{a0}break"));
+    }
+
+    proptest! {
+        #[test]
+        fn collapsing_is_joining_the_words(text in "[ a\\t\\n\u{a0}é\u{2028}b]{0,24}") {
+            prop_assert_eq!(collapsed(&text), joined(&text));
+        }
+    }
 }
