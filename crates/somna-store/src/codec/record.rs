@@ -50,6 +50,8 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
 
+/// Equal to no overrides at all, not `AgentOverrides::is_empty` (which lists the fields it sets):
+/// only a value equal to the default is sure to read back as it was.
 fn no_overrides(overrides: &&AgentOverrides) -> bool {
     is_default(*overrides)
 }
