@@ -7,9 +7,12 @@
 //!   catch-up over what the commit archived, which the runtime runs in the background since it
 //!   took ~38 ms inside the commit).
 //! - Each timed compaction meets a store filled as a running agent's is (appended turn by turn,
-//!   then read once): see `filled_store`. The figures without a suffix read the history from the
-//!   trees (the store's live-history cache off: an agent that was not in conversation); the
-//!   `…, cached` ones find it in the cache (an agent that was: `history_cache_mb`, docs/storage.md).
+//!   then read once): see `filled_store`. The figures without a suffix have the store's
+//!   live-history cache off (`history_cache_mb = 0`, docs/storage.md): the history is read from
+//!   the trees and the commit reads the covered run again to check it. `…, cold` ones have it on
+//!   but the agent not in it (an agent sleeping after a quiet spell): the compaction's read comes
+//!   from the trees and is cached, and the commit checks the run in memory. `…, cached` ones find
+//!   the history cached (an agent in conversation).
 //! - Printed before the timings: tokens sent to the summarizer against tokens in the body on a
 //!   tool-heavy transcript, with and without masking.
 
@@ -85,11 +88,12 @@ fn config(history: &[Message]) -> AgentConfig {
 /// the read paid for the whole fill's deferred page frees — sled's epoch garbage —, about 1.5 ms
 /// of the 4.1 ms `plan+mask+commit/2000` measured that way on 2026-11-29; no compaction meets a
 /// store in that state.)
-fn filled_store(history: &[Message], cached: bool) -> (Store, AgentId) {
+fn filled_store(history: &[Message], cache: Cache) -> (Store, AgentId) {
     let store = Store::temporary().unwrap();
-    if !cached {
+    if cache == Cache::Off {
         store.set_history_cache_bytes(0);
     }
+    let cached = cache == Cache::Warm;
     let id = AgentId::new("bench").unwrap();
     store.create_agent(&id, Timestamp(0)).unwrap();
     for (i, turn) in history
@@ -107,6 +111,17 @@ fn filled_store(history: &[Message], cached: bool) -> (Store, AgentId) {
     }
     store.live_history(&id).unwrap();
     (store, id)
+}
+
+/// The store's live-history cache as a compaction meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    /// Turned off.
+    Off,
+    /// On, without the agent's history (read once since it was filled).
+    Cold,
+    /// Holding the agent's history (read by its turns, extended by their appends).
+    Warm,
 }
 
 /// Plans a compaction of `history` (no fixed prompt tokens, no calibration).
@@ -170,11 +185,11 @@ fn benches(c: &mut Criterion) {
         b.iter(|| plan_at(&history, Trigger::Sleep, &cfg, &counter))
     });
 
-    let (store, id) = filled_store(&history, false);
+    let (store, id) = filled_store(&history, Cache::Off);
     c.bench_function("history_read/2000", |b| {
         b.iter(|| store.live_history(&id).unwrap())
     });
-    let (cached, cached_id) = filled_store(&history, true);
+    let (cached, cached_id) = filled_store(&history, Cache::Warm);
     c.bench_function("history_read, cached/2000", |b| {
         b.iter(|| cached.live_history(&cached_id).unwrap())
     });
@@ -186,14 +201,15 @@ fn benches(c: &mut Criterion) {
         b.iter(|| p.summarizer_view(&live, &counter))
     });
 
-    for (name, cached) in [
-        ("plan+mask+commit", false),
-        ("plan+mask+commit, cached", true),
+    for (name, cache) in [
+        ("plan+mask+commit", Cache::Off),
+        ("plan+mask+commit, cold", Cache::Cold),
+        ("plan+mask+commit, cached", Cache::Warm),
     ] {
         per_iteration(
             c,
             name,
-            || filled_store(&history, cached),
+            || filled_store(&history, cache),
             |(store, id)| {
                 let outcome = compact(&store, &id, &cfg, &counter);
                 (store, outcome)
@@ -201,44 +217,65 @@ fn benches(c: &mut Criterion) {
         );
     }
 
-    // One figure per step of the commit side: the store's transaction alone, and the search
-    // index's catch-up that used to run inside it (the runtime now runs it in the background).
-    per_iteration(
-        c,
-        "commit",
-        || {
-            let (store, id) = filled_store(&history, false);
-            let live = store.live_history(&id).unwrap();
-            let CompactionCommit {
-                covered,
-                summary,
-                journal,
-                record,
-            } = prepare(&live, &cfg, &counter);
-            let commit = CompactionCommit {
-                covered: covered.into_owned().into(),
-                summary,
-                journal,
-                record,
-            };
-            (store, id, commit)
-        },
-        |(store, id, commit)| {
-            let outcome = store.commit_compaction(&id, &commit).unwrap();
-            (store, outcome)
-        },
-    );
+    // One figure per step of the commit side: the store's transaction alone (the cache on: the
+    // commit finds the run the compactor read in memory; off: it reads and compares the run from
+    // the trees), and the search index's catch-up that used to run inside it (the runtime now
+    // runs it in the background).
+    for (name, cache) in [("commit", Cache::Cold), ("commit, cache off", Cache::Off)] {
+        commit_step(c, name, &history, &cfg, &counter, cache);
+    }
     per_iteration(
         c,
         "index_archive",
         || {
-            let (store, id) = filled_store(&history, false);
+            let (store, id) = filled_store(&history, Cache::Off);
             compact(&store, &id, &cfg, &counter);
             (store, id)
         },
         |(store, id)| {
             store.index_archive(&id).unwrap();
             store
+        },
+    );
+}
+
+/// The `commit` groups: the store's transaction alone, over the history as the compactor reads
+/// it, with the cache as `cache`.
+fn commit_step(
+    c: &mut Criterion,
+    name: &str,
+    history: &[Message],
+    cfg: &AgentConfig,
+    counter: &TokenCounter,
+    cache: Cache,
+) {
+    per_iteration(
+        c,
+        name,
+        || {
+            let (store, id) = filled_store(history, cache);
+            let live = store.live_history_to_compact(&id).unwrap();
+            let commit = prepare(&live, cfg, counter);
+            let (at, len) = (commit.covered[0].seq, commit.covered.len());
+            let CompactionCommit {
+                summary,
+                journal,
+                record,
+                ..
+            } = commit;
+            (store, id, live, at, len, summary, journal, record)
+        },
+        |(store, id, live, at, len, summary, journal, record)| {
+            // The covered run borrowed from the read, as the runtime's compactor does.
+            let from = live.iter().position(|m| m.seq == at).unwrap();
+            let commit = CompactionCommit {
+                covered: live[from..from + len].into(),
+                summary,
+                journal,
+                record,
+            };
+            let outcome = store.commit_compaction(&id, &commit).unwrap();
+            (store, outcome)
         },
     );
 }
@@ -325,8 +362,8 @@ fn compact(
     cfg: &AgentConfig,
     counter: &TokenCounter,
 ) -> somna_store::CommitOutcome {
-    // As the runtime's compactor reads it: shared, not copied.
-    let live = store.live_history(id).unwrap();
+    // As the runtime's compactor reads it: shared, not copied, and cached for the commit.
+    let live = store.live_history_to_compact(id).unwrap();
     let commit = prepare(&live, cfg, counter);
     store.commit_compaction(id, &commit).unwrap()
 }

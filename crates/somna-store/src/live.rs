@@ -53,6 +53,19 @@ pub struct HistoryCacheStats {
     pub evictions: u64,
 }
 
+/// Whether a read of an agent's live history from the trees caches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Not at all (another node's agent, or a second read within one task).
+    Never,
+    /// When the agent has a cache already or was read from the trees in this sweep period or
+    /// the one before (a turn after a turn).
+    Counted,
+    /// Always (within the budget): a compaction's read, whose commit checks the covered run
+    /// against the cached copy instead of reading it from the trees again.
+    Always,
+}
+
 /// What a commit did to an agent's history, for its cached copy.
 pub(crate) enum HistoryChange<'a> {
     /// The history tree was not written.
@@ -225,19 +238,30 @@ impl HistoryCache {
         Some(live)
     }
 
+    /// The cached live history of `id`, if any, without marking the agent read or counting a
+    /// hit (the caller holds the agent's record lock): for a commit that checks what it covers.
+    pub(crate) fn peek_live(&self, id: &AgentId) -> Option<Arc<Vec<Message>>> {
+        let table = self.table();
+        table.entries.get(id)?.live.as_ref().map(Arc::clone)
+    }
+
     /// After a read of `id`'s live history from the trees (under its record lock): caches it if
-    /// the agent is admitted — `admit`, and it has a cache already or was read from the trees in
-    /// this sweep period or the one before.
-    pub(crate) fn read_from_trees(&self, id: &AgentId, messages: &Arc<Vec<Message>>, admit: bool) {
+    /// the agent is admitted (see [`Admission`]).
+    pub(crate) fn read_from_trees(
+        &self,
+        id: &AgentId,
+        messages: &Arc<Vec<Message>>,
+        admission: Admission,
+    ) {
         self.misses.fetch_add(1, Ordering::Relaxed);
         let mut table = self.table();
-        if !admit || table.budget == 0 {
+        if admission == Admission::Never || table.budget == 0 {
             return;
         }
         if !table.entries.contains_key(id) {
             let epoch = table.epoch;
             let seen = table.seen.insert(id.clone(), epoch);
-            if seen.is_none_or(|e| e + 1 < epoch) {
+            if admission == Admission::Counted && seen.is_none_or(|e| e + 1 < epoch) {
                 return;
             }
             table.entries.insert(id.clone(), Entry::default());

@@ -7,8 +7,8 @@ use somna_core::{AgentId, AgentRecord, Cover, JournalEntry, Message, Seq, Timest
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
-use crate::live::HistoryCacheStats;
 use crate::live::HistoryChange;
+use crate::live::{Admission, HistoryCacheStats};
 use crate::store::{AgentState, Store, TreeId, WriteSet, tree_names};
 use crate::view;
 
@@ -166,17 +166,26 @@ impl Store {
     /// reader that holds the snapshot across the agent's next append makes that append copy the
     /// cached history, so a turn drops it before appending its reply.
     pub fn live_history(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
-        self.read_live_history(id, true)
+        self.read_live_history(id, Admission::Counted)
+    }
+
+    /// [`Store::live_history`] for a compaction: read from the trees, it is cached whatever the
+    /// agent's reads before (within the cache's budget), so that [`Store::commit_compaction`] of
+    /// a run of it finds the run in memory and need not read and compare it from the trees again.
+    /// The commit drops the cached copy (it rewrites history); a compaction that does not commit
+    /// leaves it to the cache's sweep.
+    pub fn live_history_to_compact(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
+        self.read_live_history(id, Admission::Always)
     }
 
     /// [`Store::live_history`] for a second read within one task (a turn's tool round): served
     /// from the cache when the agent's history is there, else read from the trees without
     /// counting as a read towards the agent's admission to the cache (see `live`).
     pub fn live_history_again(&self, id: &AgentId) -> Result<Arc<Vec<Message>>> {
-        self.read_live_history(id, false)
+        self.read_live_history(id, Admission::Never)
     }
 
-    fn read_live_history(&self, id: &AgentId, admit: bool) -> Result<Arc<Vec<Message>>> {
+    fn read_live_history(&self, id: &AgentId, admission: Admission) -> Result<Arc<Vec<Message>>> {
         let Some(state) = self.known_state(id)? else {
             return Ok(Arc::default());
         };
@@ -196,7 +205,12 @@ impl Store {
             usize::MAX,
         )?;
         let messages = Arc::new(view::decode_all(&entries)?);
-        cache.read_from_trees(id, &messages, admit && cacheable);
+        let admission = if cacheable {
+            admission
+        } else {
+            Admission::Never
+        };
+        cache.read_from_trees(id, &messages, admission);
         Ok(messages)
     }
 

@@ -85,7 +85,7 @@ impl Compactor {
             CompactionMethod::Extractive,
             CompactionMethod::ArchiveMarker,
         ] {
-            let history = self.store.live_history(req.agent)?;
+            let history = self.store.live_history_to_compact(req.agent)?;
             let planned = plan(
                 &PlanRequest {
                     history: &history,

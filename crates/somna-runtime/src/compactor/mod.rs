@@ -105,7 +105,7 @@ impl Compactor {
         };
         let counter = TokenCounter::for_model(&req.config.model);
         let calibration = self.calibration(req.agent, &counter)?;
-        let history = self.store.live_history(req.agent)?;
+        let history = self.store.live_history_to_compact(req.agent)?;
         let cfg = &req.config.compaction;
         let outcome = plan(
             &PlanRequest {

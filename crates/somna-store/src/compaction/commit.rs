@@ -36,18 +36,28 @@ impl Store {
         let state = self.state(id)?;
         let mut guard = state.lock();
 
-        // Read the covered run of live history; it must be exactly the covered messages.
-        let stored = view::live_entries(
-            &self.inner.trees.history,
-            id,
-            &guard.covers,
-            first.seq,
-            Some(&keys::message(id, last)),
-            commit.covered.len().saturating_add(1),
-        )?;
-        if let Some((seq, reason)) = compare_covered(id, &commit.covered, &stored)? {
-            tracing::debug!(agent = %id, seq, %reason, "compaction conflict");
-            return Ok(CommitOutcome::Conflict { seq, reason });
+        // The covered run of live history must be exactly the covered messages. The cached live
+        // history is what a read of the trees under this lock gives (see `live`), so a run found
+        // there needs no read: usually the very messages the compactor planned over (its read
+        // cached them, `Store::live_history_to_compact`). Anything else is read and compared, and
+        // a conflict is named from the trees.
+        let cached = state
+            .cacheable()
+            .then(|| self.inner.history_cache.peek_live(id))
+            .flatten();
+        if !cached.is_some_and(|live| holds_run(&live, &commit.covered)) {
+            let stored = view::live_entries(
+                &self.inner.trees.history,
+                id,
+                &guard.covers,
+                first.seq,
+                Some(&keys::message(id, last)),
+                commit.covered.len().saturating_add(1),
+            )?;
+            if let Some((seq, reason)) = compare_covered(id, &commit.covered, &stored)? {
+                tracing::debug!(agent = %id, seq, %reason, "compaction conflict");
+                return Ok(CommitOutcome::Conflict { seq, reason });
+            }
         }
 
         let mut next = guard.clone();
@@ -214,6 +224,23 @@ fn validate_compaction(commit: &CompactionCommit<'_>) -> Result<()> {
 
 /// Compares the covered messages with the history run read from the store. Returns the first
 /// difference as `(seq, reason)`.
+/// `live` (an agent's whole live history, in seq order) holds `covered` as one run: the live
+/// messages from the first covered seq on are the covered ones, equal and in order, so no live
+/// message lies inside the covered run uncovered. The same memory (the compactor's read of the
+/// cached history) is equal without comparing.
+fn holds_run(live: &[Message], covered: &[Message]) -> bool {
+    let Some(first) = covered.first() else {
+        return false;
+    };
+    let Ok(at) = live.binary_search_by_key(&first.seq, |m| m.seq) else {
+        return false;
+    };
+    let Some(run) = live.get(at..at.saturating_add(covered.len())) else {
+        return false;
+    };
+    std::ptr::eq(run.as_ptr(), covered.as_ptr()) || run == covered
+}
+
 fn compare_covered(
     id: &AgentId,
     covered: &[Message],

@@ -16,6 +16,7 @@ on_both_backends!(
     masking_archives_originals_and_rejects_non_normal_targets,
     a_compaction_over_masked_placeholders_restores_them_on_undo,
     uncompact_of_something_that_is_not_a_summary_is_not_found,
+    a_commit_over_a_read_to_compact_checks_the_run_in_memory,
 );
 
 /// Commits `commit`, which must change nothing (a conflict leaves the agent exactly as it was);
@@ -426,4 +427,71 @@ fn uncompact_of_something_that_is_not_a_summary_is_not_found() {
         UncompactOutcome::Restored { restored: 6 }
     );
     assert_eq!(store.history(&id).unwrap(), all);
+}
+
+/// `live_history_to_compact` caches what it read, and the commit checks its covered run against
+/// that copy: the same outcomes as a check against the trees, whichever way the run differs.
+fn a_commit_over_a_read_to_compact_checks_the_run_in_memory() {
+    // The run borrowed from the read itself commits; so does one the agent talked past (the
+    // append extended the cached copy, so the run is compared by value).
+    for talk_after_read in [false, true] {
+        let (store, id) = store_with_agent!();
+        let all = append_n(&store, &id, 30);
+        let read = store.live_history_to_compact(&id).unwrap();
+        assert!(
+            store.cached_live_history(&id).is_some(),
+            "the read is cached"
+        );
+        let mut commit = commit_for(&all[..20], "from the read", NOW);
+        commit.covered = read[..20].into();
+        let late = if talk_after_read {
+            append_n(&store, &id, 3)
+        } else {
+            Vec::new()
+        };
+        let outcome = store.commit_compaction(&id, &commit).unwrap();
+        assert!(
+            matches!(outcome, CommitOutcome::Committed { .. }),
+            "{outcome:?}"
+        );
+        let history = store.history(&id).unwrap();
+        assert_eq!(history[0], commit.summary);
+        assert_eq!(history[1..11], all[20..]);
+        assert_eq!(history[11..], late[..]);
+        assert_clean(&store, &id);
+    }
+
+    // With the history cached, a changed message, a hole in the run and a message masked since
+    // the read are each a conflict that changes nothing.
+    let (store, id) = store_with_agent!();
+    let all = append_n(&store, &id, 30);
+    store.live_history_to_compact(&id).unwrap();
+    let mut changed = all[..20].to_vec();
+    changed[7].content.push_str(" (edited)");
+    let outcome = refused(&store, &id, &commit_for(&changed, "stale", NOW));
+    assert!(
+        matches!(&outcome, CommitOutcome::Conflict { seq: 7, reason } if reason.contains("changed")),
+        "{outcome:?}"
+    );
+    let mut holey = all[..20].to_vec();
+    holey.remove(9);
+    assert!(store.cached_live_history(&id).is_some());
+    let outcome = refused(&store, &id, &commit_for(&holey, "holey", NOW));
+    assert!(
+        matches!(outcome, CommitOutcome::Conflict { seq: 9, .. }),
+        "{outcome:?}"
+    );
+    let read = store.live_history_to_compact(&id).unwrap();
+    let mut plan = commit_for(&all[5..20], "planned before the masking", NOW);
+    plan.covered = read[5..20].into();
+    store
+        .commit_masking(&id, vec![masked_of(&all[12])], NOW)
+        .unwrap();
+    store.live_history_to_compact(&id).unwrap();
+    let outcome = refused(&store, &id, &plan);
+    assert!(
+        matches!(outcome, CommitOutcome::Conflict { seq: 12, .. }),
+        "{outcome:?}"
+    );
+    assert_clean(&store, &id);
 }
