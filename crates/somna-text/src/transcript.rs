@@ -22,6 +22,7 @@
 //! headers. [`parse`] undoes both, so `parse(&frame(m))` gives back every user and assistant message exactly
 //! (tool results longer than [`FrameOptions::max_tool_result_chars`] are cut, and JSON is shown compactly).
 
+use std::borrow::Borrow;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -134,13 +135,13 @@ impl Default for FrameOptions {
 }
 
 /// Frames `messages` as data with the default options.
-pub fn frame(messages: &[Message]) -> String {
+pub fn frame<M: Borrow<Message>>(messages: &[M]) -> String {
     frame_with(messages, &FrameOptions::default())
 }
 
 /// Frames `messages` as data.
-pub fn frame_with(messages: &[Message], options: &FrameOptions) -> String {
-    let turns: Vec<Turn> = messages.iter().map(Turn::from).collect();
+pub fn frame_with<M: Borrow<Message>>(messages: &[M], options: &FrameOptions) -> String {
+    let turns: Vec<Turn> = messages.iter().map(|m| Turn::from(m.borrow())).collect();
     frame_turns(&turns, options)
 }
 

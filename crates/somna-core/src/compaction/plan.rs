@@ -1,5 +1,6 @@
 //! `plan`: decide whether to compact and what: head (pinned), body (summarized), tail (kept).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::ops::Range;
@@ -248,27 +249,36 @@ impl Plan {
         &history[self.body.clone()]
     }
 
-    /// The body as the summarizer sees it: masked messages replaced by their placeholder.
-    pub fn summarizer_view(&self, history: &[Message], counter: &TokenCounter) -> Vec<Message> {
+    /// The body as the summarizer sees it: masked messages replaced by their placeholder (built),
+    /// the others borrowed from `history` (a 2,000-message body is not copied to be read once).
+    pub fn summarizer_view<'h>(
+        &self,
+        history: &'h [Message],
+        counter: &TokenCounter,
+    ) -> Vec<Cow<'h, Message>> {
         let names = tool_names(history);
         self.body
             .clone()
             .map(|i| {
                 if self.masked_for_summary.binary_search(&i).is_ok() {
-                    mask_placeholder(&history[i], &names, &placeholder_counter(counter))
+                    Cow::Owned(mask_placeholder(
+                        &history[i],
+                        &names,
+                        &placeholder_counter(counter),
+                    ))
                 } else {
-                    history[i].clone()
+                    Cow::Borrowed(&history[i])
                 }
             })
             .collect()
     }
 
     /// The summarizer view split into the plan's chunks.
-    pub fn summarizer_chunks(
+    pub fn summarizer_chunks<'h>(
         &self,
-        history: &[Message],
+        history: &'h [Message],
         counter: &TokenCounter,
-    ) -> Vec<Vec<Message>> {
+    ) -> Vec<Vec<Cow<'h, Message>>> {
         let view = self.summarizer_view(history, counter);
         self.chunks
             .iter()

@@ -33,6 +33,8 @@ pub use summary::{
     summary_schema, summary_shape_problem,
 };
 
+use std::borrow::Borrow;
+
 use somna_core::{JournalEntry, Message};
 use somna_text::{cite, transcript};
 
@@ -71,7 +73,7 @@ fn request(
 pub const MAX_EXTRACTED_FACTS: usize = 12;
 
 /// The pre-compaction extraction request over the summarizer's view of the body.
-pub fn extract_request(model: &str, view: &[Message]) -> ChatRequest {
+pub fn extract_request<M: Borrow<Message>>(model: &str, view: &[M]) -> ChatRequest {
     request(
         model,
         Purpose::Extract,

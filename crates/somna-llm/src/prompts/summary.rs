@@ -3,6 +3,8 @@
 //! forms (the JSON schema of the five sections), the reader that renders a JSON answer to the
 //! plain form's text, and the checks of an answer's shape.
 
+use std::borrow::Borrow;
+
 use serde_json::json;
 use somna_core::Message;
 use somna_core::config::{CompactionConfig, SectionCaps};
@@ -328,7 +330,11 @@ pub const SECTION_HEADINGS: [&str; 5] = [
 /// the [`REMINDER`] as the user message, capped at `summary_max_tokens`. With the default prompt
 /// it carries a structured form ([`structured_summary_instructions`], [`summary_schema`]); a
 /// custom `compact_prompt` is sent as it is.
-pub fn summary_request(model: &str, cfg: &CompactionConfig, chunk: &[Message]) -> ChatRequest {
+pub fn summary_request<M: Borrow<Message>>(
+    model: &str,
+    cfg: &CompactionConfig,
+    chunk: &[M],
+) -> ChatRequest {
     summarizer_request(model, cfg, "", transcript::frame(chunk))
 }
 

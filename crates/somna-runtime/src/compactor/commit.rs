@@ -192,7 +192,7 @@ summaries of summaries may lose accuracy"
         counter: &TokenCounter,
     ) -> (Vec<(Checked, u8)>, GroundingCounts) {
         let view = plan.summarizer_view(history, counter);
-        let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
+        let turns: Vec<Turn> = view.iter().map(|m| Turn::from(m.as_ref())).collect();
         let heuristic = || somna_text::extract_facts(&turns);
         let facts = if req.config.compaction.extraction != Scorer::Llm {
             heuristic()

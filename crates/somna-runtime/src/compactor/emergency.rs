@@ -103,7 +103,7 @@ impl Compactor {
             let summary = match method {
                 CompactionMethod::Extractive => {
                     let view = plan.summarizer_view(&history, counter);
-                    let turns: Vec<Turn> = view.iter().map(Turn::from).collect();
+                    let turns: Vec<Turn> = view.iter().map(|m| Turn::from(m.as_ref())).collect();
                     let text = somna_text::extractive::summarize(
                         &turns,
                         &cfg.section_caps(),
