@@ -16,6 +16,10 @@
 //!   `[embedder]` (every archive embedded first, as sleeps would have): each turn also embeds its
 //!   input and searches the agent's vectors.
 //!
+//! Each run's row is followed by the rows of its turns without and with a compaction started
+//! during them (these agents never sleep, so their compactions are emergencies at a tick, and the
+//! process CPU of such a turn includes it).
+//!
 //! Then each part of the turn alone, on the same agents, single-threaded: the prompt's assembly
 //! (retrieval included), an append, and the builtin brain's reply to that prompt.
 //! Knobs: SOMNA_TURN_AGENTS (default 8), SOMNA_TURN_INPUTS (turns per run, default 400),
@@ -95,11 +99,37 @@ fn micros(d: Duration) -> String {
 struct Run {
     cpu: Vec<Duration>,
     wall: Vec<Duration>,
+    /// Per turn: a compaction started during it (the tick's emergency check: these agents never
+    /// sleep), whose work the turn's CPU includes.
+    compacted: Vec<bool>,
 }
 
 impl Run {
-    fn row(&self, label: &str) {
-        let (mut cpu, mut wall) = (self.cpu.clone(), self.wall.clone());
+    /// The row of every turn, then the rows of the turns without and with a compaction.
+    fn rows(&self, label: &str) {
+        self.row(label, |_| true);
+        let with = self.compacted.iter().filter(|&&c| c).count();
+        self.row(
+            &format!("… the {} turns without a compaction", self.cpu.len() - with),
+            |i| !self.compacted[i],
+        );
+        if with > 0 {
+            self.row(
+                &format!("… the {with} turns during which a compaction started"),
+                |i| self.compacted[i],
+            );
+        }
+    }
+
+    fn row(&self, label: &str, keep: impl Fn(usize) -> bool) {
+        let pick = |v: &[Duration]| -> Vec<Duration> {
+            v.iter()
+                .enumerate()
+                .filter(|&(i, _)| keep(i))
+                .map(|(_, d)| *d)
+                .collect()
+        };
+        let (mut cpu, mut wall) = (pick(&self.cpu), pick(&self.wall));
         cpu.sort();
         wall.sort();
         let mean = cpu.iter().sum::<Duration>() / cpu.len().max(1) as u32;
@@ -143,11 +173,17 @@ async fn run(
         let content = questions[(i / agents.len()) % questions.len()].clone();
         (id.clone(), content)
     };
-    let reply_of = async |events: &mut tokio::sync::broadcast::Receiver<_>, id: &AgentId| loop {
-        let stamped: somna_runtime::protocol::Stamped = events.recv().await.unwrap();
-        if let Event::AgentReplied { agent, .. } = &stamped.event {
-            if agent == id {
-                return;
+    // Waits for `id`'s reply; true when a compaction started before it (of any agent: an agent's
+    // emergency compaction comes at its first tick after the usage passed the threshold, which
+    // may fall in another agent's turn).
+    let reply_of = async |events: &mut tokio::sync::broadcast::Receiver<_>, id: &AgentId| {
+        let mut compacted = false;
+        loop {
+            let stamped: somna_runtime::protocol::Stamped = events.recv().await.unwrap();
+            match &stamped.event {
+                Event::AgentReplied { agent, .. } if agent == id => return compacted,
+                Event::CompactionStarted { .. } => compacted = true,
+                _ => {}
             }
         }
     };
@@ -168,6 +204,7 @@ async fn run(
     let mut out = Run {
         cpu: Vec::with_capacity(inputs),
         wall: Vec::with_capacity(inputs),
+        compacted: Vec::with_capacity(inputs),
     };
     for i in 0..inputs {
         let (id, content) = turn(agents.len() + i);
@@ -177,11 +214,12 @@ async fn run(
         };
         let (c0, t0) = (process_cpu(), Instant::now());
         runtime.send(&id, input).await.unwrap();
-        reply_of(&mut events, &id).await;
+        let compacted = reply_of(&mut events, &id).await;
         let wall = t0.elapsed();
         let cpu = (process_cpu() - c0).saturating_sub(wall.mul_f64(idle));
         out.cpu.push(cpu);
         out.wall.push(wall);
+        out.compacted.push(compacted);
     }
     runtime.shutdown(Duration::from_secs(10)).await.unwrap();
     (out, idle)
@@ -238,7 +276,7 @@ fn main() {
         if std::env::var_os("SOMNA_TURN_RUNTIME_ONLY").is_some() {
             println!("\n| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
             println!("|---|---|---|---|---|---|");
-            runtime_only.row("runtime (model excluded)");
+            runtime_only.rows("runtime (model excluded)");
             return;
         }
         let (with_brain, idle_b) = run(
@@ -275,9 +313,9 @@ fn main() {
         );
         println!("| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
         println!("|---|---|---|---|---|---|");
-        runtime_only.row("runtime (model excluded)");
-        with_brain.row("runtime + builtin brain");
-        with_vectors.row("runtime + builtin embedder (model excluded)");
+        runtime_only.rows("runtime (model excluded)");
+        with_brain.rows("runtime + builtin brain");
+        with_vectors.rows("runtime + builtin embedder (model excluded)");
 
         // Each part alone, single-threaded, on the agents as they are now.
         let brain = BuiltinClient::new();
