@@ -11,11 +11,18 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
+/// [`STOP_WORDS`] as a hash set: checked for every word of every indexed text, where a binary
+/// search was a third of the analysis.
+static STOP_SET: LazyLock<FxHashSet<&'static str>> =
+    LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+
 /// Words that carry no topic: articles, pronouns, auxiliaries, prepositions, question words and
-/// chat filler. Compared before stemming, lower-cased. Sorted, so lookups are a binary search.
+/// chat filler. Compared before stemming, lower-cased. Kept sorted (a test checks it), so the list
+/// reads as a list; lookups go through [`STOP_SET`].
 const STOP_WORDS: &[&str] = &[
     "about",
     "above",
@@ -250,13 +257,13 @@ const STOP_WORDS: &[&str] = &[
 
 /// True for a word (lower-cased, before stemming) that is never indexed or searched.
 pub fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.binary_search(&word).is_ok()
+    STOP_SET.contains(word)
 }
 
 /// The terms of `text`, in order, with repeats: what it is indexed and searched by.
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for_each_term(text, |t| out.push(t));
+    for_each_term(text, &mut term_of, |t| out.push(t));
     out
 }
 
@@ -271,6 +278,14 @@ pub const SPEAKER_MARK: char = '@';
 /// mention it and common among the turns its owner said, so a question naming someone finds
 /// the turns about them first and what they said after.
 pub fn document_terms(text: &str, speaker: Option<&str>) -> (HashMap<String, u32>, u32) {
+    document_terms_with(text, speaker, &mut term_of)
+}
+
+fn document_terms_with(
+    text: &str,
+    speaker: Option<&str>,
+    term_of: &mut impl FnMut(&str) -> Option<String>,
+) -> (HashMap<String, u32>, u32) {
     let mut counts: HashMap<String, u32> = HashMap::new();
     let mut len = 0u32;
     let mut add = |t: String| {
@@ -278,10 +293,45 @@ pub fn document_terms(text: &str, speaker: Option<&str>) -> (HashMap<String, u32
         *counts.entry(t).or_default() += 1;
     };
     if let Some(name) = speaker {
-        for_each_term(name, |t| add(speaker_term(&t)));
+        for_each_term(name, term_of, |t| add(speaker_term(&t)));
     }
-    for_each_term(text, &mut add);
+    for_each_term(text, term_of, &mut add);
     (counts, len)
+}
+
+/// The analyzer of a batch of documents (an index catch-up): [`document_terms`], remembering
+/// each lower-cased word's term, since a batch says the same words many times and stemming is
+/// most of the analysis. The same terms as [`document_terms`] (a property test checks it).
+#[derive(Debug, Default)]
+pub struct Analyzer {
+    /// Lower-cased word → its term (`None`: a stop word).
+    terms: FxHashMap<String, Option<String>>,
+}
+
+impl Analyzer {
+    /// Words remembered at most; past it the memory starts over (a batch of any size stays
+    /// bounded).
+    const MAX_WORDS: usize = 1 << 16;
+
+    /// [`document_terms`] of one document of the batch.
+    pub fn document_terms(
+        &mut self,
+        text: &str,
+        speaker: Option<&str>,
+    ) -> (HashMap<String, u32>, u32) {
+        let terms = &mut self.terms;
+        document_terms_with(text, speaker, &mut |lower: &str| {
+            if let Some(term) = terms.get(lower) {
+                return term.clone();
+            }
+            if terms.len() >= Self::MAX_WORDS {
+                terms.clear();
+            }
+            let term = term_of(lower);
+            terms.insert(lower.to_string(), term.clone());
+            term
+        })
+    }
 }
 
 /// The speaker-field twin of the text term `term` (see [`document_terms`]).
@@ -292,7 +342,25 @@ pub fn speaker_term(term: &str) -> String {
     out
 }
 
-fn for_each_term(text: &str, mut emit: impl FnMut(String)) {
+/// The term of a lower-cased word: `None` for a stop word, else its stem.
+fn term_of(lower: &str) -> Option<String> {
+    if is_stop_word(lower) {
+        return None;
+    }
+    let mut stem = STEMMER.stem(lower).into_owned();
+    // Snowball keeps a final y as i ("allergy" → "allergi") but drops it from its relatives
+    // ("allergic" → "allerg"): one more cut lets them meet.
+    if stem.len() > 4 && stem.ends_with('i') {
+        stem.pop();
+    }
+    Some(stem)
+}
+
+fn for_each_term(
+    text: &str,
+    term_of: &mut impl FnMut(&str) -> Option<String>,
+    mut emit: impl FnMut(String),
+) {
     let mut lower = String::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         // One letter says nothing ("s" of "Nora's", "I"); one digit may ("room 7").
@@ -303,17 +371,15 @@ fn for_each_term(text: &str, mut emit: impl FnMut(String)) {
             _ => {}
         }
         lower.clear();
-        lower.extend(word.chars().flat_map(char::to_lowercase));
-        if is_stop_word(&lower) {
-            continue;
+        if word.is_ascii() {
+            lower.push_str(word);
+            lower.make_ascii_lowercase();
+        } else {
+            lower.extend(word.chars().flat_map(char::to_lowercase));
         }
-        let mut stem = STEMMER.stem(&lower).into_owned();
-        // Snowball keeps a final y as i ("allergy" → "allergi") but drops it from its relatives
-        // ("allergic" → "allerg"): one more cut lets them meet.
-        if stem.len() > 4 && stem.ends_with('i') {
-            stem.pop();
+        if let Some(term) = term_of(&lower) {
+            emit(term);
         }
-        emit(stem);
     }
 }
 
@@ -365,5 +431,89 @@ mod tests {
         assert_eq!(speaker_term("nora"), "@nora");
         assert_eq!(counts.get("adopt"), Some(&1));
         assert_eq!(counts.get("cat"), Some(&1));
+    }
+
+    /// The analysis as it was before the stop set, the ASCII lower-casing and the batch memory:
+    /// a binary search of the stop list, `char::to_lowercase` for every word, a stem per word.
+    fn terms_before(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            let mut chars = word.chars();
+            match (chars.next(), chars.next()) {
+                (None, _) => continue,
+                (Some(c), None) if !c.is_ascii_digit() => continue,
+                _ => {}
+            }
+            let lower: String = word.chars().flat_map(char::to_lowercase).collect();
+            if STOP_WORDS.binary_search(&lower.as_str()).is_ok() {
+                continue;
+            }
+            let mut stem = STEMMER.stem(&lower).into_owned();
+            if stem.len() > 4 && stem.ends_with('i') {
+                stem.pop();
+            }
+            out.push(stem);
+        }
+        out
+    }
+
+    /// Words of chat, stop words, names, digits, punctuation, non-ASCII letters (whose
+    /// lower-casing is not ASCII's) and repeats.
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let word = prop_oneof![
+            Just("Nora's".to_string()),
+            Just("the".to_string()),
+            Just("How".to_string()),
+            Just("shelters".to_string()),
+            Just("ALLERGY".to_string()),
+            Just("allergic".to_string()),
+            Just("7".to_string()),
+            Just("I".to_string()),
+            Just("Ünïcödé".to_string()),
+            Just("İstanbul".to_string()),
+            Just("ΣΊΣΥΦΟΣ".to_string()),
+            "[a-zA-Z]{1,12}",
+            "[a-zA-Z0-9À-ÿ]{1,8}",
+            "\\PC{1,6}",
+        ];
+        proptest::collection::vec(
+            (
+                word,
+                prop_oneof![Just(" "), Just(", "), Just("-"), Just("! "), Just("\n")],
+            ),
+            0..24,
+        )
+        .prop_map(|parts| parts.into_iter().map(|(w, s)| w + s).collect())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn terms_are_what_the_analysis_gave_before(t in text()) {
+            proptest::prop_assert_eq!(terms(&t), terms_before(&t));
+        }
+
+        /// The batch analyzer, its memory shared across documents, gives each document the
+        /// terms the one-off analysis gives it.
+        #[test]
+        fn a_batch_analyzer_gives_each_document_its_terms(
+            docs in proptest::collection::vec((text(), proptest::option::of(text())), 1..8)
+        ) {
+            let mut analyzer = Analyzer::default();
+            for (t, speaker) in &docs {
+                proptest::prop_assert_eq!(
+                    analyzer.document_terms(t, speaker.as_deref()),
+                    document_terms(t, speaker.as_deref())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_stop_word_and_only_those_is_one() {
+        assert!(STOP_WORDS.iter().all(|w| is_stop_word(w)));
+        for word in ["nora", "shelter", "", "abou", "aboutt", "The"] {
+            assert!(!is_stop_word(word), "{word}");
+        }
     }
 }

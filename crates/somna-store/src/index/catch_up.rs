@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
-use somna_core::retrieval::document_terms;
+use somna_core::retrieval::Analyzer;
 use somna_core::{AgentId, AgentRecord, Fact, JournalEntry, Message, MessageKind};
 
 use super::postings::{
@@ -26,12 +26,14 @@ pub(crate) struct PendingDocs {
     postings: BTreeMap<(DocKind, String), Vec<Posting>>,
     /// Documents and total length added per kind.
     added: BTreeMap<DocKind, (u64, u64)>,
+    /// The batch's analyzer (it remembers the words it stemmed).
+    analyzer: Analyzer,
 }
 
 impl PendingDocs {
     /// Adds a document of `kind` with id `id`.
     pub(crate) fn add(&mut self, kind: DocKind, id: u64, text: &str, speaker: Option<&str>) {
-        let (counts, len) = document_terms(text, speaker);
+        let (counts, len) = self.analyzer.document_terms(text, speaker);
         if len == 0 {
             return;
         }
