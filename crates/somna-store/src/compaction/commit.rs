@@ -222,8 +222,6 @@ fn validate_compaction(commit: &CompactionCommit<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Compares the covered messages with the history run read from the store. Returns the first
-/// difference as `(seq, reason)`.
 /// `live` (an agent's whole live history, in seq order) holds `covered` as one run: the live
 /// messages from the first covered seq on are the covered ones, equal and in order, so no live
 /// message lies inside the covered run uncovered. The same memory (the compactor's read of the
@@ -241,6 +239,8 @@ fn holds_run(live: &[Message], covered: &[Message]) -> bool {
     std::ptr::eq(run.as_ptr(), covered.as_ptr()) || run == covered
 }
 
+/// Compares the covered messages with the history run read from the store. Returns the first
+/// difference as `(seq, reason)`.
 fn compare_covered(
     id: &AgentId,
     covered: &[Message],
