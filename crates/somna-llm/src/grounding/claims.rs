@@ -516,11 +516,13 @@ impl Evidence {
         for c in claims(text) {
             self.add_claim(c);
         }
-        // Digits inside any token (`GF-1187` holds 1187) and every token as an ID.
+        // Digits inside any token (`GF-1187` holds 1187) and every token as an ID. A run with a
+        // leading zero (`HF-0657`) is part of a code, not a quantity: it backs no number (as 657
+        // it let an invented price of 657 through).
         for t in tokens(text) {
             if t.chars().any(|c| c.is_ascii_digit()) {
                 for run in t.split(|c: char| !c.is_ascii_digit()) {
-                    if !run.is_empty() {
+                    if !run.is_empty() && (run == "0" || !run.starts_with('0')) {
                         self.numbers.insert(normalize_number(run));
                     }
                 }
