@@ -14,9 +14,14 @@
 //! one agent; 0 = none), SOMNA_LOAD_IN_FLIGHT (default 1,024), SOMNA_LOAD_PG_URL (run on the Postgres backend, in a fresh schema of that
 //! database, instead of sled; the table then also gives the database's size), SOMNA_LOAD_CACHE_MB
 //! (sled's page cache, default `[store] cache_mb`), SOMNA_LOAD_HISTORY_CACHE_MB (`[store] history_cache_mb`), SOMNA_LOAD_DURABLE_ACKS=0 (`[store] durable_acks =
-//! false`: an input is acknowledged without waiting for the flush). It runs on jemalloc, as the `somna` binary does.
+//! false`: an input is acknowledged without waiting for the flush), SOMNA_LOAD_LLM=instant (a fixed line at
+//! once instead of the builtin provider: with the idle runtime's CPU, measured for 2 s before the
+//! inputs and taken off, the table gives the runtime's own CPU per input). It runs on jemalloc, as
+//! the `somna` binary does.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +34,8 @@ use somna_runtime::gauges::{AgentGaugesSnapshot, USAGE_BUCKETS};
 use somna_runtime::protocol::Event;
 use somna_runtime::{AgentState, Inbound, Runtime, RuntimeOptions};
 use somna_store::{Store, StoreOptions};
+
+use common::{InstantLlm, process_cpu};
 
 /// The allocator the `somna` binary ships with (somna-cli's main.rs), so RSS is what a
 /// deployment sees.
@@ -58,17 +65,6 @@ fn rss() -> u64 {
 }
 
 /// CPU time (user + system) of this process.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    let ticks_per_sec = 100.0; // CLK_TCK on Linux
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    Duration::from_secs_f64((utime + stime) / ticks_per_sec)
-}
-
 fn main() {
     // `cargo bench` passes --bench; a test run (`cargo test --benches`) passes nothing: keep it tiny.
     let benching = std::env::args().any(|a| a == "--bench");
@@ -113,6 +109,19 @@ fn main() {
     let config = ResolvedConfig::load(&text, "load.toml", &[]).unwrap();
     let rss_before = rss();
 
+    // The builtin provider, as `somna run` has it; `instant` for a fixed line at once (the
+    // runtime's own cost per input, model excluded).
+    let instant = match std::env::var("SOMNA_LOAD_LLM").as_deref() {
+        Ok("instant") => true,
+        Ok("builtin") | Err(_) => false,
+        Ok(other) => panic!("SOMNA_LOAD_LLM={other}: expected builtin or instant"),
+    };
+    let llm: Arc<dyn somna_llm::LlmClient> = if instant {
+        Arc::new(InstantLlm)
+    } else {
+        Arc::new(somna_llm::BuiltinClient::new())
+    };
+
     let system = actix::System::new();
     let report = system.block_on(async move {
         let started = Instant::now();
@@ -125,7 +134,7 @@ fn main() {
         let runtime = Runtime::start(
             config,
             store.clone(),
-            Arc::new(somna_llm::BuiltinClient::new()),
+            llm,
             RuntimeOptions {
                 events: Some(bus),
                 ..RuntimeOptions::default()
@@ -163,8 +172,17 @@ fn main() {
         // Let the first ticks spread over one period, then measure.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rss_started = rss();
+        // With input to come: the idle runtime's CPU per second first (ticks, flushes), to take
+        // off the CPU of the measured time for the cost of an input.
+        let idle = if input_every > 0 {
+            let (c0, t0) = (process_cpu(), Instant::now());
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Some((process_cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64())
+        } else {
+            None
+        };
         runtime.tick_stats().reset();
-        let cpu0 = cpu_time();
+        let cpu0 = process_cpu();
         let t0 = Instant::now();
         let ids: Vec<AgentId> = runtime.agent_ids();
         let mut inputs = 0u64;
@@ -204,7 +222,7 @@ fn main() {
             tokio::time::sleep(Duration::from_secs(secs)).await;
         }
         let wall = t0.elapsed();
-        let cpu = cpu_time().saturating_sub(cpu0);
+        let cpu = process_cpu().saturating_sub(cpu0);
         // What was delivered within the measured time; then the stragglers, for the latencies.
         let delivered_in_time = acks.lock().unwrap().iter().filter(|(_, ok)| *ok).count() as u64;
         let _ = tokio::time::timeout(
@@ -245,7 +263,7 @@ fn main() {
         (
             startup,
             wall,
-            cpu,
+            (cpu, idle),
             ticks,
             rss_started,
             rss_end,
@@ -253,7 +271,7 @@ fn main() {
             gauges,
         )
     });
-    let (startup, wall, cpu, ticks, rss_started, rss_end, flow, gauges) = report;
+    let (startup, wall, (cpu, idle), ticks, rss_started, rss_end, flow, gauges) = report;
     let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     let per_agent = rss_end.saturating_sub(rss_before) / agents.max(1);
     println!("| metric | value |");
@@ -305,6 +323,22 @@ fn main() {
         100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
         50.0 * cpu.as_secs_f64() / wall.as_secs_f64()
     );
+    if let Some(idle) = idle {
+        // Every input of the measured time was answered within it or soon after; the CPU of the
+        // stragglers' replies is not in `cpu`, so this slightly undercounts at the end of a run
+        // of a few seconds, not at 30 s or more.
+        let per_input = cpu.as_secs_f64() - idle * wall.as_secs_f64();
+        println!(
+            "| CPU per delivered input, less the idle runtime's ({:.0}% of one core), {} | {:.0} µs |",
+            100.0 * idle,
+            if instant {
+                "model excluded (SOMNA_LOAD_LLM=instant)"
+            } else {
+                "builtin brain included"
+            },
+            1e6 * per_input / flow.delivered.max(1) as f64
+        );
+    }
     println!("| RSS before start | {:.1} MB |", mb(rss_before));
     println!("| RSS after start | {:.1} MB |", mb(rss_started));
     println!("| RSS at end | {:.1} MB |", mb(rss_end));

@@ -23,58 +23,32 @@
 //! Then each part of the turn alone, on the same agents, single-threaded: the prompt's assembly
 //! (retrieval included), an append, and the builtin brain's reply to that prompt.
 //! Knobs: SOMNA_TURN_AGENTS (default 8), SOMNA_TURN_INPUTS (turns per run, default 400),
-//! SOMNA_TURN_RUNTIME_ONLY (the first run only: for a profiler).
+//! SOMNA_TURN_RUNTIME_ONLY (the first run only: for a profiler), SOMNA_TURN_FRESH (agents with
+//! no past instead of a conversation's: each history only the bench's own turns, as the load
+//! bench's agents have).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use somna_core::config::ResolvedConfig;
 use somna_core::tokens::TokenCounter;
 use somna_core::{AgentId, Message, Timestamp};
-use somna_llm::{BuiltinClient, BuiltinEmbedder, ChatRequest, ChatResponse, LlmClient, LlmError};
+use somna_llm::{BuiltinClient, BuiltinEmbedder, ChatRequest, LlmClient};
 use somna_runtime::protocol::Event;
 use somna_runtime::{Compactor, EventBus, Inbound, Runtime, RuntimeOptions, Semantic, prompt};
 use somna_store::{Store, StoreOptions};
 use somna_testkit::{env_or, percentile};
 
+use common::{InstantLlm, process_cpu};
+
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// An LLM that costs nothing: a fixed line at once, so a turn's cost is the runtime's alone.
-#[derive(Debug)]
-struct Instant0;
-
-impl LlmClient for Instant0 {
-    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
-        drop(request);
-        Box::pin(async {
-            Ok(ChatResponse {
-                text: "Aye, I remember that well enough.".into(),
-                tool_calls: Vec::new(),
-                usage: None,
-                latency: Duration::ZERO,
-                attempts: 1,
-                model: "instant".into(),
-                structured_fallbacks: 0,
-            })
-        })
-    }
-
-    fn provider(&self) -> &str {
-        "instant"
-    }
-}
-
-/// CPU time (user + system) of the whole process, to the nanosecond.
-fn process_cpu() -> Duration {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 fn dataset() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/recall")
@@ -229,6 +203,9 @@ fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let n_agents = env_or("SOMNA_TURN_AGENTS", if benching { 8 } else { 2 });
     let inputs = env_or("SOMNA_TURN_INPUTS", if benching { 400 } else { 8 });
+    // Agents that start with no history, as the load bench's villagers do, instead of a
+    // conversation's past each.
+    let fresh = std::env::var_os("SOMNA_TURN_FRESH").is_some();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let mut text = String::from(
@@ -249,6 +226,10 @@ fn main() {
             let id = AgentId::new(c.as_str()).unwrap();
             let agent_config = config.agent(&id).unwrap().clone();
             store.create_agent(&id, Timestamp(0)).unwrap();
+            if fresh {
+                agents.push((id, questions(c)));
+                continue;
+            }
             let file = std::fs::File::open(dataset().join(format!("conversations/{c}.jsonl")));
             let report = somna_runtime::import::import_jsonl(
                 std::io::BufReader::new(file.unwrap()),
@@ -272,7 +253,7 @@ fn main() {
             agents.push((id, questions(c)));
         }
         let (runtime_only, idle_a) =
-            run(&config, &store, Arc::new(Instant0), &agents, inputs, None).await;
+            run(&config, &store, Arc::new(InstantLlm), &agents, inputs, None).await;
         if std::env::var_os("SOMNA_TURN_RUNTIME_ONLY").is_some() {
             println!("\n| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
             println!("|---|---|---|---|---|---|");
@@ -300,7 +281,7 @@ fn main() {
         let (with_vectors, _) = run(
             &config,
             &store,
-            Arc::new(Instant0),
+            Arc::new(InstantLlm),
             &agents,
             inputs,
             Some(semantic),
