@@ -64,7 +64,6 @@ fn rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// CPU time (user + system) of this process.
 fn main() {
     // `cargo bench` passes --bench; a test run (`cargo test --benches`) passes nothing: keep it tiny.
     let benching = std::env::args().any(|a| a == "--bench");

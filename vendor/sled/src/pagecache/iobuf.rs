@@ -1193,40 +1193,12 @@ fn seal_and_write(
             lsn
         );
         if inline {
-            if let Err(e) = iobufs.write_to_log(iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-                iobufs.config.set_global_error(e.clone());
-                let intervals = iobufs.intervals.lock();
-                drop(intervals);
-                let _notified = iobufs.interval_updated.notify_all();
-                return Err(e);
-            }
-            return Ok(());
+            return write_or_fail(iobufs, iobuf, lsn);
         }
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
-            if let Err(e) = iobufs.write_to_log(&iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-
-                // store error before notifying so that waiting threads will see
-                // it
-                iobufs.config.set_global_error(e);
-
-                let intervals = iobufs.intervals.lock();
-
-                // having held the mutex makes this linearized
-                // with the notify below.
-                drop(intervals);
-
-                let _notified = iobufs.interval_updated.notify_all();
-            }
+            let _failed = write_or_fail(&iobufs, &iobuf, lsn);
         })?;
 
         #[cfg(feature = "event_log")]
@@ -1236,6 +1208,29 @@ fn seal_and_write(
     } else {
         Ok(())
     }
+}
+
+/// Writes a sealed buffer; on an error, stores it as the global error and
+/// wakes every waiter before returning it (Somna's patch: the pool's error
+/// path, shared with a flush's inline write).
+fn write_or_fail(iobufs: &IoBufs, iobuf: &IoBuf, lsn: Lsn) -> Result<()> {
+    let res = iobufs.write_to_log(iobuf);
+    if let Err(e) = &res {
+        error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
+
+        // store error before notifying so that waiting threads will see
+        // it
+        iobufs.config.set_global_error(e.clone());
+
+        let intervals = iobufs.intervals.lock();
+
+        // having held the mutex makes this linearized
+        // with the notify below.
+        drop(intervals);
+
+        let _notified = iobufs.interval_updated.notify_all();
+    }
+    res
 }
 
 impl Debug for IoBufs {
