@@ -181,6 +181,7 @@ fn main() {
             None
         };
         runtime.tick_stats().reset();
+        runtime.turn_stats().reset();
         let cpu0 = process_cpu();
         let t0 = Instant::now();
         let ids: Vec<AgentId> = runtime.agent_ids();
@@ -222,6 +223,7 @@ fn main() {
         }
         let wall = t0.elapsed();
         let cpu = process_cpu().saturating_sub(cpu0);
+        let turns = runtime.turn_stats().summary();
         // What was delivered within the measured time; then the stragglers, for the latencies.
         let delivered_in_time = acks.lock().unwrap().iter().filter(|(_, ok)| *ok).count() as u64;
         let _ = tokio::time::timeout(
@@ -262,7 +264,7 @@ fn main() {
         (
             startup,
             wall,
-            (cpu, idle),
+            (cpu, idle, turns),
             ticks,
             rss_started,
             rss_end,
@@ -270,7 +272,7 @@ fn main() {
             gauges,
         )
     });
-    let (startup, wall, (cpu, idle), ticks, rss_started, rss_end, flow, gauges) = report;
+    let (startup, wall, (cpu, idle, turns), ticks, rss_started, rss_end, flow, gauges) = report;
     let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     let per_agent = rss_end.saturating_sub(rss_before) / agents.max(1);
     println!("| metric | value |");
@@ -326,7 +328,7 @@ fn main() {
         // Every input of the measured time was answered within it or soon after; the CPU of the
         // stragglers' replies is not in `cpu`, so this slightly undercounts at the end of a run
         // of a few seconds, not at 30 s or more.
-        let per_input = cpu.as_secs_f64() - idle * wall.as_secs_f64();
+        let busy = cpu.as_secs_f64() - idle * wall.as_secs_f64();
         println!(
             "| CPU per delivered input, less the idle runtime's ({:.0}% of one core), {} | {:.0} µs |",
             100.0 * idle,
@@ -335,7 +337,25 @@ fn main() {
             } else {
                 "builtin brain included"
             },
-            1e6 * per_input / flow.delivered.max(1) as f64
+            1e6 * busy / flow.delivered.max(1) as f64
+        );
+        // The runtime's own count of each turn (`somna_turn_work_seconds`) beside it: what is
+        // not in a turn's own time (wake-ups, the group commit's flushes, sled's IO threads, the
+        // senders' tasks) is shared by the turns, and spread evenly over them here.
+        let shared = (busy - turns.sum.as_secs_f64()).max(0.0) / turns.turns.max(1) as f64;
+        println!(
+            "| turns in the measured time; each turn's own work (`somna_turn_work_seconds`) mean / p50 / p99 / max | {} · {} / {} / {} / {} µs |",
+            turns.turns,
+            turns.mean().as_micros(),
+            turns.p50.as_micros(),
+            turns.p99.as_micros(),
+            turns.max.as_micros(),
+        );
+        println!(
+            "| shared CPU per turn (the rest of the CPU per input); own + shared at p50 / p99 | {:.0} µs; {:.0} / {:.0} µs |",
+            1e6 * shared,
+            1e6 * (turns.p50.as_secs_f64() + shared),
+            1e6 * (turns.p99.as_secs_f64() + shared),
         );
     }
     println!("| RSS before start | {:.1} MB |", mb(rss_before));

@@ -65,6 +65,14 @@ fn questions(conversation: &str) -> Vec<String> {
         .collect()
 }
 
+/// The header of the table of the runtime's own count of each turn.
+fn own_header() {
+    println!(
+        "\n| the runtime's own count (`somna_turn_work_seconds`: each turn's work on its threads, no wake-ups or flushes) | turns | mean | p50 | p99 |"
+    );
+    println!("|---|---|---|---|---|");
+}
+
 fn micros(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
@@ -76,6 +84,10 @@ struct Run {
     /// Per turn: a compaction started during it (the tick's emergency check: these agents never
     /// sleep), whose work the turn's CPU includes.
     compacted: Vec<bool>,
+    /// The runtime's own count of the measured turns (`Runtime::turn_stats`): each turn's work
+    /// on the threads it ran on, without the wake-ups and flushes that the process CPU above
+    /// includes.
+    own: somna_runtime::stats::TurnSummary,
 }
 
 impl Run {
@@ -93,6 +105,17 @@ impl Run {
                 |i| self.compacted[i],
             );
         }
+    }
+
+    /// The row of the runtime's own count.
+    fn own_row(&self, label: &str) {
+        println!(
+            "| {label} | {} | {} | {} | {} |",
+            self.own.turns,
+            micros(self.own.mean()),
+            micros(self.own.p50),
+            micros(self.own.p99),
+        );
     }
 
     fn row(&self, label: &str, keep: impl Fn(usize) -> bool) {
@@ -179,7 +202,9 @@ async fn run(
         cpu: Vec::with_capacity(inputs),
         wall: Vec::with_capacity(inputs),
         compacted: Vec::with_capacity(inputs),
+        own: Default::default(),
     };
+    runtime.turn_stats().reset();
     for i in 0..inputs {
         let (id, content) = turn(agents.len() + i);
         let input = Inbound::User {
@@ -195,6 +220,15 @@ async fn run(
         out.wall.push(wall);
         out.compacted.push(compacted);
     }
+    // The last turn is recorded when its job has ended on the Arbiter, just after its reply.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runtime.turn_stats().summary().turns
+        < out.compacted.iter().filter(|c| !**c).count() as u64
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    out.own = runtime.turn_stats().summary();
     runtime.shutdown(Duration::from_secs(10)).await.unwrap();
     (out, idle)
 }
@@ -258,6 +292,8 @@ fn main() {
             println!("\n| per turn | CPU mean | CPU p50 | CPU p99 | input-to-reply p50 | p99 |");
             println!("|---|---|---|---|---|---|");
             runtime_only.rows("runtime (model excluded)");
+            own_header();
+            runtime_only.own_row("runtime (model excluded)");
             return;
         }
         let (with_brain, idle_b) = run(
@@ -297,6 +333,10 @@ fn main() {
         runtime_only.rows("runtime (model excluded)");
         with_brain.rows("runtime + builtin brain");
         with_vectors.rows("runtime + builtin embedder (model excluded)");
+        own_header();
+        runtime_only.own_row("runtime (model excluded)");
+        with_brain.own_row("runtime + builtin brain");
+        with_vectors.own_row("runtime + builtin embedder (model excluded)");
 
         // Each part alone, single-threaded, on the agents as they are now.
         let brain = BuiltinClient::new();

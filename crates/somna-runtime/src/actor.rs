@@ -17,8 +17,9 @@ use crate::agent::{Agent, ConfigureError, Job, JobKind, JobOutcome};
 use crate::protocol::{AgentStatus, Inbound, InboundError};
 use crate::protocol::{CompactionOutcome, SleepResult, UncompactError, UncompactResult};
 use crate::scheduler::Tired;
-use crate::stats::TickStats;
+use crate::stats::{TickStats, TurnStats};
 use crate::ticker::{self, TickShared};
+use crate::work;
 use somna_store::StoreError;
 
 /// Input for the agent.
@@ -106,6 +107,10 @@ pub(crate) struct AgentActor {
     scheduler: Option<Recipient<Tired>>,
     /// Told the scheduler since the last sleep or compaction: not told again every turn.
     told_tired: bool,
+    /// Where each turn's work time is recorded.
+    turns: Arc<TurnStats>,
+    /// The time spent appending the inputs the next step answers.
+    input_work: Duration,
 }
 
 impl AgentActor {
@@ -115,6 +120,7 @@ impl AgentActor {
         tick_every: Duration,
         first_tick_after: Duration,
         stats: Arc<TickStats>,
+        turns: Arc<TurnStats>,
         jobs: tokio::runtime::Handle,
         scheduler: Option<Recipient<Tired>>,
     ) -> Self {
@@ -127,24 +133,39 @@ impl AgentActor {
             jobs,
             scheduler,
             told_tired: false,
+            turns,
+            input_work: Duration::ZERO,
         }
     }
 
-    /// Runs `job` on the worker pool; the future resolves on the actor's Arbiter.
-    fn run_job(&self, job: Job) -> impl std::future::Future<Output = JobOutcome> + 'static {
-        let handle = self.jobs.spawn(job.run());
+    /// Runs `job` on the worker pool; the future resolves on the actor's Arbiter with the job's
+    /// outcome and the time its polls took.
+    fn run_job(
+        &self,
+        job: Job,
+    ) -> impl std::future::Future<Output = (JobOutcome, Duration)> + 'static {
+        let handle = self.jobs.spawn(work::timed_polls(job.run()));
         async move {
-            handle.await.unwrap_or_else(|e| JobOutcome {
-                error: Some(format!("the job stopped: {e}")),
-                ..JobOutcome::default()
+            handle.await.unwrap_or_else(|e| {
+                let out = JobOutcome {
+                    error: Some(format!("the job stopped: {e}")),
+                    ..JobOutcome::default()
+                };
+                (out, Duration::ZERO)
             })
         }
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
         if self.queue.is_free() {
+            let started = std::time::Instant::now();
             match self.agent.tick() {
-                Ok(Some(job)) => self.spawn(job, ctx, |_| {}),
+                Ok(Some(job)) => {
+                    // A step is a turn: its work so far is the inputs' and this tick's.
+                    let turn = (job.kind == JobKind::Step)
+                        .then(|| std::mem::take(&mut self.input_work) + started.elapsed());
+                    self.spawn_turn(job, ctx, turn, |_| {});
+                }
                 Ok(None) => {}
                 Err(e) => tracing::error!(agent = %self.agent.id(), error = %e, "tick failed"),
             }
@@ -167,20 +188,50 @@ impl AgentActor {
         ctx: &mut Context<Self>,
         reply: impl FnOnce(JobOutcome) + 'static,
     ) {
+        self.spawn_turn(job, ctx, None, reply);
+    }
+
+    /// [`AgentActor::spawn`] of a job that may be a turn: `turn` is the time the turn's work
+    /// took before the job (its inputs, its tick); the job's polls and the handling of its outcome
+    /// are added to it, and a step that replied is recorded in the [`TurnStats`].
+    fn spawn_turn(
+        &mut self,
+        job: Job,
+        ctx: &mut Context<Self>,
+        turn: Option<Duration>,
+        reply: impl FnOnce(JobOutcome) + 'static,
+    ) {
         self.queue.started();
         let kind = job.kind;
         ctx.spawn(
             self.run_job(job)
                 .into_actor(self)
-                .map(move |out, act, ctx| {
+                .map(move |(out, job_work), act, ctx| {
+                    let started = turn.map(|_| std::time::Instant::now());
                     act.agent.finish(kind, &out);
-                    let tired = out.tired;
+                    let (tired, replied) = (out.tired, out.replied);
                     reply(out);
                     act.after(kind, tired);
                     act.job_done(ctx);
                     act.settle();
+                    if let (Some(turn), Some(started), true) = (turn, started, replied) {
+                        act.turns.record(turn + job_work + started.elapsed());
+                    }
                 }),
         );
+    }
+
+    /// Takes input (the handlers of `Input` and `InboxInput`); the append's time goes to the
+    /// step that answers it.
+    fn take_input(
+        &mut self,
+        take: impl FnOnce(&mut Agent) -> Result<(), InboundError>,
+    ) -> Result<(), InboundError> {
+        let started = std::time::Instant::now();
+        let result = take(&mut self.agent);
+        self.settle();
+        self.input_work += started.elapsed();
+        result
     }
 
     /// After a job of `kind`: a turn that left the agent `tired` (a sleep now would compact,
@@ -268,18 +319,14 @@ impl Actor for AgentActor {
 impl Handler<Input> for AgentActor {
     type Result = Result<(), InboundError>;
     fn handle(&mut self, msg: Input, _: &mut Context<Self>) -> Self::Result {
-        let result = self.agent.inbound(msg.0);
-        self.settle();
-        result
+        self.take_input(|agent| agent.inbound(msg.0))
     }
 }
 
 impl Handler<InboxInput> for AgentActor {
     type Result = Result<(), InboundError>;
     fn handle(&mut self, msg: InboxInput, _: &mut Context<Self>) -> Self::Result {
-        let result = self.agent.inbound_from_inbox(&msg.key, msg.input);
-        self.settle();
-        result
+        self.take_input(|agent| agent.inbound_from_inbox(&msg.key, msg.input))
     }
 }
 

@@ -46,6 +46,7 @@ pub mod semantic;
 pub mod stats;
 pub(crate) mod ticker;
 pub mod tools;
+pub(crate) mod work;
 
 /// The error and its sources joined by ": ", as anyhow prints `{:#}` (for tests that check a cause
 /// is named once).

@@ -1,5 +1,6 @@
-//! Tick statistics shared by every agent actor: how many ticks ran and how late they fired.
-//! Lock-free (atomic counters, a fine log-scale histogram for the percentiles and a coarse one with
+//! Statistics shared by every agent actor: how many ticks ran and how late they fired
+//! ([`TickStats`]), and how long each turn's work took ([`TurnStats`]). Lock-free (atomic
+//! counters, a fine log-scale histogram for the percentiles and, for ticks, a coarse one with
 //! fixed bounds for Prometheus), so recording costs a few nanoseconds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,33 +128,122 @@ impl TickStats {
 
     /// Percentiles of the lateness so far.
     pub fn summary(&self) -> TickSummary {
-        let counts: Vec<u64> = self
-            .lateness
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        let percentile = |p: f64| -> Duration {
-            if total == 0 {
-                return Duration::ZERO;
-            }
-            let rank = ((total as f64) * p).ceil().max(1.0) as u64;
-            let mut seen = 0;
-            for (i, c) in counts.iter().enumerate() {
-                seen += c;
-                if seen >= rank {
-                    return Duration::from_micros(upper_bound(i));
-                }
-            }
-            Duration::from_micros(upper_bound(BUCKETS - 1))
-        };
+        let counts = load_all(&self.lateness);
         TickSummary {
             ticks: self.ticks(),
-            p50: percentile(0.50),
-            p99: percentile(0.99),
+            p50: percentile(&counts, 0.50),
+            p99: percentile(&counts, 0.99),
             max: Duration::from_micros(self.max_lateness_us.load(Ordering::Relaxed)),
         }
     }
+}
+
+/// What each turn cost the runtime: the time its work took on every thread it ran on — the
+/// inputs it answers appended (on the agent's Arbiter), the tick that started it, the step's
+/// polls on the job pool (prompt assembly, retrieval, the reply's append, events; the model
+/// client's call included, which for a remote model is sending and parsing) and the Arbiter's
+/// handling of its outcome. Each span is timed by the monotonic clock (`work.rs`): its CPU time
+/// plus any time its thread was preempted inside it, an upper bound of the turn's CPU. What
+/// turns share is not in it: wake-ups, the group commit's flush, the storage engine's background
+/// IO (the load bench reports those per input beside it). Turns that started with an emergency
+/// compaction are not counted (a compaction's cost is the compaction bench's).
+#[derive(Debug)]
+pub struct TurnStats {
+    turns: AtomicU64,
+    work: [AtomicU64; BUCKETS],
+    sum_ns: AtomicU64,
+    max_us: AtomicU64,
+}
+
+impl Default for TurnStats {
+    fn default() -> Self {
+        TurnStats {
+            turns: AtomicU64::new(0),
+            work: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ns: AtomicU64::new(0),
+            max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A snapshot of [`TurnStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct TurnSummary {
+    pub turns: u64,
+    /// The work time of every turn so far, summed.
+    pub sum: Duration,
+    /// A turn's median work time (upper bound of its histogram bucket, within 12.5%).
+    pub p50: Duration,
+    /// A turn's 99th-percentile work time (upper bound of its histogram bucket).
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl TurnSummary {
+    /// A turn's mean work time (zero before the first).
+    pub fn mean(&self) -> Duration {
+        u32::try_from(self.turns)
+            .ok()
+            .filter(|&n| n > 0)
+            .map_or(Duration::ZERO, |n| self.sum / n)
+    }
+}
+
+impl TurnStats {
+    /// Records one turn whose work took `work`.
+    pub fn record(&self, work: Duration) {
+        let us = u64::try_from(work.as_micros()).unwrap_or(u64::MAX);
+        let ns = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX);
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+        self.work[bucket_of(us).min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Clears every counter.
+    pub fn reset(&self) {
+        self.turns.store(0, Ordering::Relaxed);
+        self.sum_ns.store(0, Ordering::Relaxed);
+        self.max_us.store(0, Ordering::Relaxed);
+        for b in &self.work {
+            b.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The turns so far: count, sum and percentiles.
+    pub fn summary(&self) -> TurnSummary {
+        let counts = load_all(&self.work);
+        // A bucket's bound can lie above the largest value in it.
+        let max = Duration::from_micros(self.max_us.load(Ordering::Relaxed));
+        TurnSummary {
+            turns: self.turns.load(Ordering::Relaxed),
+            sum: Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
+            p50: percentile(&counts, 0.50).min(max),
+            p99: percentile(&counts, 0.99).min(max),
+            max,
+        }
+    }
+}
+
+fn load_all(buckets: &[AtomicU64; BUCKETS]) -> [u64; BUCKETS] {
+    std::array::from_fn(|i| buckets[i].load(Ordering::Relaxed))
+}
+
+/// The `p` percentile of the values counted in the fine `counts` (the upper bound of its bucket).
+fn percentile(counts: &[u64; BUCKETS], p: f64) -> Duration {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return Duration::ZERO;
+    }
+    let rank = ((total as f64) * p).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, c) in counts.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return Duration::from_micros(upper_bound(i));
+        }
+    }
+    Duration::from_micros(upper_bound(BUCKETS - 1))
 }
 
 /// Ticks recorded on one thread without atomics, added to a [`TickStats`] at once with
@@ -278,5 +368,25 @@ mod tests {
         assert_eq!(h.sum, Duration::from_micros(20_032_200));
         s.reset();
         assert_eq!(s.histogram(), LatenessHistogram::default());
+    }
+
+    #[test]
+    fn turn_percentiles_bound_the_turns_and_the_mean_is_exact() {
+        let s = TurnStats::default();
+        assert_eq!(s.summary().mean(), Duration::ZERO);
+        for _ in 0..99 {
+            s.record(Duration::from_micros(120));
+        }
+        s.record(Duration::from_millis(2));
+        let sum = s.summary();
+        assert_eq!(sum.turns, 100);
+        assert!(sum.p50 > Duration::from_micros(120) && sum.p50 <= Duration::from_micros(135));
+        assert!(sum.p99 > Duration::from_micros(120) && sum.p99 <= Duration::from_micros(135));
+        assert_eq!(sum.max, Duration::from_millis(2));
+        assert_eq!(sum.sum, Duration::from_micros(99 * 120 + 2_000));
+        assert_eq!(sum.mean(), Duration::from_nanos(138_800));
+        s.reset();
+        assert_eq!(s.summary().turns, 0);
+        assert_eq!(s.summary().p99, Duration::ZERO);
     }
 }

@@ -405,6 +405,47 @@ async fn the_builtin_provider_talks_notes_and_recalls_offline() {
     runtime.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+/// Each turn that ends in a reply is counted with the time its work took (what `/metrics`
+/// exports as `somna_turn_work_seconds`).
+#[actix::test]
+async fn each_reply_is_a_turn_counted_with_its_work_time() {
+    let (store, smith) = empty_store();
+    let cfg = config(&[("smith", 8192, "")]);
+    let runtime = start(cfg, &store, Arc::new(somna_llm::BuiltinClient::new()));
+    let mut rx = runtime.subscribe();
+    assert_eq!(runtime.turn_stats().summary().turns, 0);
+    for line in [
+        "Good morrow, smith.",
+        "What do you sell?",
+        "How much for the axe?",
+    ] {
+        aldric_says(&runtime, &smith, line).await;
+        next_reply(&mut rx).await;
+    }
+    // Recorded on the agent's Arbiter when the step's job has ended, just after its reply event.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while runtime.turn_stats().summary().turns < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turns were not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let turns = runtime.turn_stats().summary();
+    assert_eq!(turns.turns, 3);
+    // The builtin brain's reply alone is tens of microseconds.
+    assert!(turns.max > Duration::from_micros(10), "{turns:?}");
+    assert!(
+        turns.p50 <= turns.p99 && turns.p99 <= turns.max,
+        "{turns:?}"
+    );
+    assert!(
+        turns.max <= turns.sum && turns.sum <= turns.max * 3,
+        "{turns:?}"
+    );
+    runtime.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
 #[actix::test]
 async fn a_futile_emergency_is_not_retried_until_the_history_changes() {
     let stub = StubLlmServer::start();

@@ -27,7 +27,7 @@ use crate::ops;
 use crate::protocol::{AgentStatus, Inbound, InboundError};
 use crate::protocol::{CompactionOutcome, SleepResult, Stamped, UncompactError};
 use crate::scheduler::{self, Scheduler};
-use crate::stats::TickStats;
+use crate::stats::{TickStats, TurnStats};
 
 /// How long shutdown waits for in-flight jobs before abandoning them (a commit is atomic, so an
 /// abandoned job loses nothing).
@@ -96,6 +96,8 @@ struct Inner {
     next_arbiter: AtomicUsize,
     scheduler: Option<Addr<Scheduler>>,
     stats: Arc<TickStats>,
+    /// How long each turn's work took.
+    turns: Arc<TurnStats>,
     /// Agents by state and usage, counted by the agents themselves.
     gauges: AgentGauges,
     jobs: JobPool,
@@ -201,6 +203,7 @@ impl Runtime {
                 next_arbiter: AtomicUsize::new(0),
                 scheduler,
                 stats: Arc::new(TickStats::default()),
+                turns: Arc::new(TurnStats::default()),
                 gauges: AgentGauges::new(),
                 jobs,
                 cluster_tasks,
@@ -318,6 +321,7 @@ impl Runtime {
         let offset = tick.mul_f64(((n as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0);
         let arbiter = &self.inner.arbiters[n % self.inner.arbiters.len()];
         let stats = Arc::clone(&self.inner.stats);
+        let turns = Arc::clone(&self.inner.turns);
         let jobs = self.inner.jobs.handle.clone();
         let gauge = Arc::clone(agent.gauge());
         let scheduler = self
@@ -327,7 +331,7 @@ impl Runtime {
             .filter(|_| self.inner.config.runtime.sleep_when_tired)
             .map(Addr::recipient);
         let addr = AgentActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            AgentActor::new(agent, tick, offset, stats, jobs, scheduler)
+            AgentActor::new(agent, tick, offset, stats, turns, jobs, scheduler)
         });
         self.register_sleeps(&id, &addr, timing, first_in);
         if let Some(replaced) = self.write_agents().insert(id, Hosted { addr, gauge }) {
@@ -716,6 +720,12 @@ impl Runtime {
     /// Tick statistics.
     pub fn tick_stats(&self) -> &Arc<TickStats> {
         &self.inner.stats
+    }
+
+    /// How long each turn's work took on the runtime's threads (see [`TurnStats`] for what a
+    /// turn's time holds).
+    pub fn turn_stats(&self) -> &Arc<TurnStats> {
+        &self.inner.turns
     }
 
     /// The hosted agents by state and by context usage (a read of shared counters: no agent is

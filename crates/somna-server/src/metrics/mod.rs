@@ -13,6 +13,9 @@
 //! | `somna_ticks_total` | counter | |
 //! | `somna_tick_lateness_seconds` | gauge | `quantile` = `0.5`, `0.99`, `1` (max) |
 //! | `somna_tick_lateness_histogram_seconds` | histogram | `le` = `LATENESS_BUCKETS_US` |
+//! | `somna_turns_total` | counter | |
+//! | `somna_turn_work_seconds_total` | counter | |
+//! | `somna_turn_work_seconds` | gauge | `quantile` = `0.5`, `0.99`, `1` (max) |
 //! | `somna_compactions_total` | counter | `trigger`, `outcome` = `completed`, `skipped`, `failed` |
 //! | `somna_compaction_tokens_saved_total` | counter | |
 //! | `somna_grounded_items_total` | counter | `source` = `compaction`, `sleep`; `outcome` = `kept`, `repaired`, `dropped` |
@@ -42,7 +45,7 @@ use std::time::Duration;
 use somna_core::record::Trigger;
 use somna_llm::{ChatResponse, LlmError, Purpose};
 use somna_runtime::gauges::AgentGaugesSnapshot;
-use somna_runtime::stats::LatenessHistogram;
+use somna_runtime::stats::{LatenessHistogram, TurnSummary};
 use somna_runtime::{Event, Runtime};
 
 use crate::error::ErrorCode;
@@ -155,6 +158,8 @@ pub struct RuntimeGauges {
     pub tick_lateness: LatenessHistogram,
     /// The hosted agents by state and by context usage.
     pub agent_gauges: AgentGaugesSnapshot,
+    /// How long the turns' work took so far.
+    pub turns: TurnSummary,
 }
 
 impl RuntimeGauges {
@@ -169,6 +174,7 @@ impl RuntimeGauges {
             tick_max: ticks.max,
             tick_lateness: runtime.tick_stats().histogram(),
             agent_gauges: runtime.agent_gauges(),
+            turns: runtime.turn_stats().summary(),
         }
     }
 }

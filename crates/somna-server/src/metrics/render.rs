@@ -24,6 +24,7 @@ impl Metrics {
         let w = &mut out;
         render_agents(w, gauges);
         render_ticks(w, gauges);
+        render_turns(w, gauges);
         render_memory(w, m);
         render_events(w, m);
         let llm_errors = render_llm(w, m);
@@ -112,6 +113,37 @@ fn render_ticks(w: &mut String, gauges: &RuntimeGauges) {
         &lateness_bounds,
         &gauges.tick_lateness.buckets,
         gauges.tick_lateness.sum.as_secs_f64(),
+    );
+}
+
+/// The turns: how many, and how long their work took on the runtime's threads.
+fn render_turns(w: &mut String, gauges: &RuntimeGauges) {
+    single(
+        w,
+        "somna_turns_total",
+        "counter",
+        "Turns that ended in a reply (turns that began with an emergency compaction are not counted).",
+        gauges.turns.turns as f64,
+    );
+    single(
+        w,
+        "somna_turn_work_seconds_total",
+        "counter",
+        "How long those turns' work took on the runtime's threads: appending their input, the tick, the step (prompt, retrieval, the reply's append, the model client's call), its outcome.",
+        gauges.turns.sum.as_secs_f64(),
+    );
+    labeled(
+        w,
+        "somna_turn_work_seconds",
+        "gauge",
+        "How long a turn's work took on the runtime's threads since the node started: median, 99th percentile and maximum (quantile 1).",
+        "quantile",
+        [
+            ("0.5", gauges.turns.p50),
+            ("0.99", gauges.turns.p99),
+            ("1", gauges.turns.max),
+        ]
+        .map(|(q, d)| (q, d.as_secs_f64())),
     );
 }
 

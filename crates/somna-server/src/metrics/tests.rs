@@ -81,6 +81,10 @@ fn renders_the_text_format() {
     for us in [90, 128, 700, 4096, 30_000] {
         ticks.record(Duration::from_micros(us));
     }
+    let turns = somna_runtime::stats::TurnStats::default();
+    for us in [90, 110, 130, 2_500] {
+        turns.record(Duration::from_micros(us));
+    }
     let agents = somna_runtime::gauges::AgentGauges::new();
     let _a = agents.register(AgentState::Idle, 0.05);
     let _b = agents.register(AgentState::Stepping, 0.72);
@@ -93,6 +97,7 @@ fn renders_the_text_format() {
         tick_max: Duration::from_millis(30),
         tick_lateness: ticks.histogram(),
         agent_gauges: agents.snapshot(),
+        turns: turns.summary(),
     });
     insta::assert_snapshot!(text);
     assert_eq!(metrics.compactions_completed(Trigger::Manual), 1);
@@ -209,6 +214,8 @@ fn closed_label_sets_start_at_zero() {
     expected.push("somna_agent_usage_count 0\n".into());
     expected.push("somna_tick_lateness_histogram_seconds_bucket{le=\"0.0001\"} 0\n".into());
     expected.push("somna_tick_lateness_histogram_seconds_count 0\n".into());
+    expected.push("somna_turns_total 0\n".into());
+    expected.push("somna_turn_work_seconds{quantile=\"0.99\"} 0\n".into());
     for line in &expected {
         assert!(text.contains(line.as_str()), "missing {line:?} in\n{text}");
     }
