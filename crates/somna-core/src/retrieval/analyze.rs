@@ -7,6 +7,7 @@
 //! document is indexed with its speaker's name (see [`document_terms`]), so a question that names
 //! a speaker finds what that speaker said, not only what others said about them.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -262,9 +263,12 @@ pub fn is_stop_word(word: &str) -> bool {
 
 /// The terms of `text`, in order, with repeats: what it is indexed and searched by.
 pub fn terms(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for_each_term(text, &mut term_of, |t| out.push(t));
-    out
+    thread_local! {
+        // A turn analyzes its question once per search (journal, facts, archive), and an
+        // agent's questions say the same words again: each thread remembers the words' terms.
+        static WORDS: RefCell<Analyzer> = RefCell::new(Analyzer::bounded(4_096));
+    }
+    WORDS.with_borrow_mut(|analyzer| analyzer.terms(text))
 }
 
 /// The first character of a speaker term: the analyzer never emits it in a text term, so
@@ -302,16 +306,29 @@ fn document_terms_with(
 /// The analyzer of a batch of documents (an index catch-up): [`document_terms`], remembering
 /// each lower-cased word's term, since a batch says the same words many times and stemming is
 /// most of the analysis. The same terms as [`document_terms`] (a property test checks it).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Analyzer {
     /// Lower-cased word → its term (`None`: a stop word).
     terms: FxHashMap<String, Option<String>>,
+    /// Words remembered at most; past it the memory starts over (a batch of any size stays
+    /// bounded).
+    max_words: usize,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer::bounded(1 << 16)
+    }
 }
 
 impl Analyzer {
-    /// Words remembered at most; past it the memory starts over (a batch of any size stays
-    /// bounded).
-    const MAX_WORDS: usize = 1 << 16;
+    /// An analyzer that remembers at most `max_words` words at a time.
+    pub fn bounded(max_words: usize) -> Self {
+        Analyzer {
+            terms: FxHashMap::default(),
+            max_words: max_words.max(1),
+        }
+    }
 
     /// [`document_terms`] of one document of the batch.
     pub fn document_terms(
@@ -319,18 +336,29 @@ impl Analyzer {
         text: &str,
         speaker: Option<&str>,
     ) -> (HashMap<String, u32>, u32) {
-        let terms = &mut self.terms;
-        document_terms_with(text, speaker, &mut |lower: &str| {
-            if let Some(term) = terms.get(lower) {
-                return term.clone();
-            }
-            if terms.len() >= Self::MAX_WORDS {
-                terms.clear();
-            }
-            let term = term_of(lower);
-            terms.insert(lower.to_string(), term.clone());
-            term
-        })
+        document_terms_with(text, speaker, &mut |lower: &str| self.term_of(lower))
+    }
+
+    /// [`terms`] of `text`.
+    pub fn terms(&mut self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for_each_term(text, &mut |lower: &str| self.term_of(lower), |t| {
+            out.push(t)
+        });
+        out
+    }
+
+    /// [`term_of`], remembered.
+    fn term_of(&mut self, lower: &str) -> Option<String> {
+        if let Some(term) = self.terms.get(lower) {
+            return term.clone();
+        }
+        if self.terms.len() >= self.max_words {
+            self.terms.clear();
+        }
+        let term = term_of(lower);
+        self.terms.insert(lower.to_string(), term.clone());
+        term
     }
 }
 
@@ -505,6 +533,18 @@ mod tests {
                     analyzer.document_terms(t, speaker.as_deref()),
                     document_terms(t, speaker.as_deref())
                 );
+            }
+        }
+
+        /// An analyzer whose memory fills at once (it starts over every few words) still gives
+        /// every question its terms.
+        #[test]
+        fn a_small_memory_forgets_and_still_gives_the_terms(
+            texts in proptest::collection::vec(text(), 1..6)
+        ) {
+            let mut analyzer = Analyzer::bounded(3);
+            for t in &texts {
+                proptest::prop_assert_eq!(analyzer.terms(t), terms_before(t));
             }
         }
     }

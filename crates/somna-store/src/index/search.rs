@@ -306,6 +306,12 @@ impl Store {
     /// Called under the agent's lock.
     fn score(&self, id: &AgentId, kind: DocKind, query: &str, want: usize) -> Result<Scored> {
         let tree = &self.inner.trees.terms;
+        // An empty collection (an agent with nothing archived yet) finds nothing: the question
+        // is not analyzed.
+        let (docs, total_len) = read_collection(tree, &collection_key(id, kind))?;
+        if docs == 0 {
+            return Ok(Scored::default());
+        }
         let mut query_terms = terms(query);
         // Each term also as a speaker (a name in the question finds what its owner said).
         if kind == DocKind::Message {
@@ -315,10 +321,6 @@ impl Store {
         query_terms.sort_unstable();
         query_terms.dedup();
         if query_terms.is_empty() {
-            return Ok(Scored::default());
-        }
-        let (docs, total_len) = read_collection(tree, &collection_key(id, kind))?;
-        if docs == 0 {
             return Ok(Scored::default());
         }
         let collection = Collection::new(docs, total_len);
