@@ -20,6 +20,11 @@
 //! with the turn before it and the reply after it, merged where they overlap, dated and named,
 //! in the order they were said.
 
+use std::cell::RefCell;
+use std::hash::BuildHasher;
+use std::rc::Rc;
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::Serialize;
 use somna_core::config::AgentConfig;
 use somna_core::message::{Message, MessageKind, Role};
@@ -94,7 +99,7 @@ pub fn build(
     while let Some((first, tail)) = rest.split_first() {
         if first.role == Role::System && matches!(first.kind, MessageKind::Summary(_)) {
             system.push_str("\n\n");
-            system.push_str(&cite::strip_all(&first.content));
+            system.push_str(&shown_summary(first));
             summary_tokens += u64::from(first.tokens);
             rest = tail;
         } else {
@@ -140,7 +145,7 @@ pub fn build(
         let mut chat = ChatMessage::from(m);
         if matches!(m.kind, MessageKind::Summary(_)) {
             // A summary's citations are kept in the store, not shown (docs/prompt.md).
-            chat.content = cite::strip_all(&chat.content);
+            chat.content = shown_summary(m).to_string();
         }
         messages.push(chat);
         message_tokens.push(m.tokens);
@@ -224,6 +229,36 @@ pub fn build(
         note_index,
         dropped_turns,
     }
+}
+
+/// The text a summary shows in the prompt: its content without its citations (docs/prompt.md).
+/// The same summary is shown on every turn until the next compaction, and stripping a long one
+/// costs tens of microseconds (docs/benchmarks.md), so each thread remembers the last summaries it
+/// stripped, by seq and a hash of the content (a rolling summary keeps its seq from one generation
+/// to the next; its content does not).
+fn shown_summary(m: &Message) -> Rc<str> {
+    /// Summaries remembered per thread at most; past it the memory starts over.
+    const REMEMBERED: usize = 256;
+    /// (seq, hash of the content) → (the content, what it shows).
+    type Shown = FxHashMap<(u64, u64), (Rc<str>, Rc<str>)>;
+    thread_local! {
+        static SHOWN: RefCell<Shown> = RefCell::new(Shown::default());
+    }
+    let key = (m.seq, FxBuildHasher.hash_one(m.content.as_str()));
+    SHOWN.with_borrow_mut(|shown| {
+        // The content is compared too: a hash says nothing for certain.
+        if let Some((content, stripped)) = shown.get(&key)
+            && **content == *m.content
+        {
+            return Rc::clone(stripped);
+        }
+        if shown.len() >= REMEMBERED {
+            shown.clear();
+        }
+        let stripped: Rc<str> = cite::strip_all(&m.content).into();
+        shown.insert(key, (m.content.as_str().into(), Rc::clone(&stripped)));
+        stripped
+    })
 }
 
 /// The tokens of the prompt [`build`] makes without a working context, when the persona, the
@@ -476,5 +511,38 @@ mod tests {
             given > 100 && refused > 30,
             "{given} given, {refused} refused"
         );
+    }
+
+    /// A summary is shown without its citations on every build, and a new summary under the
+    /// same seq (the next generation of a rolling summary) is shown as it is now, not as the
+    /// thread remembered the last one.
+    #[test]
+    fn a_summary_is_shown_stripped_and_never_as_an_older_one_under_its_seq() {
+        let counter = TokenCounter::for_model("gpt-4o");
+        let config = AgentConfig::with_builtin_defaults(AgentId::new("smith").unwrap());
+        let mut history = history(3, true, &counter);
+        history[0].content = format!(
+            "{} The miller owes the smith [#1] two sacks.",
+            Message::SUMMARY_PREFIX
+        );
+        for _ in 0..2 {
+            let built = build(&config, &WorkingContext::default(), &history, &counter);
+            let system = &built.messages[0].content;
+            assert!(
+                system.ends_with("The miller owes the smith two sacks."),
+                "{system}"
+            );
+        }
+        history[0].content = format!(
+            "{} The miller paid the smith [#2] in full.",
+            Message::SUMMARY_PREFIX
+        );
+        let built = build(&config, &WorkingContext::default(), &history, &counter);
+        let system = &built.messages[0].content;
+        assert!(
+            system.ends_with("The miller paid the smith in full."),
+            "{system}"
+        );
+        assert!(!system.contains("owes"), "{system}");
     }
 }
