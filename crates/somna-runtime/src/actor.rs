@@ -212,11 +212,12 @@ impl AgentActor {
                     let (tired, replied) = (out.tired, out.replied);
                     reply(out);
                     act.after(kind, tired);
-                    act.job_done(ctx);
-                    act.settle();
+                    // Recorded before what the queue starts next, which is not this turn's work.
                     if let (Some(turn), Some(started), true) = (turn, started, replied) {
                         act.turns.record(turn + job_work + started.elapsed());
                     }
+                    act.job_done(ctx);
+                    act.settle();
                 }),
         );
     }
