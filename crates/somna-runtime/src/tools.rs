@@ -1,14 +1,18 @@
 //! Agent tools: the built-in `journal_add` and `recall`, and the specs of host-defined tools.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 use somna_core::config::{AgentConfig, ToolSpec};
 use somna_core::{AgentId, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_llm::grounding::Grounder;
 use somna_store::{DocKind, Store, StoreError};
 
 use crate::prompt::search_archive;
 
-/// The name of the tool that writes a journal note.
-pub const JOURNAL_ADD: &str = "journal_add";
+/// The name of the tool that writes a journal note (the builtin provider's and the grounding
+/// check's name for it too).
+pub const JOURNAL_ADD: &str = somna_llm::builtin::JOURNAL_TOOL;
 /// The name of the tool that searches memory and the archive.
 pub const RECALL: &str = "recall";
 /// Hits `recall` returns from each source.
@@ -59,31 +63,71 @@ struct RecallArgs {
     query: String,
 }
 
-/// Runs a built-in tool call and returns the tool result's content (JSON). Bad arguments are answered
-/// with an error result for the model, not a Rust error.
+/// What a built-in tool call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    /// The tool result's content (JSON), for the model.
+    pub result: String,
+    /// For a `journal_add` that was not written: the values of the note that nothing the agent
+    /// was shown holds (see [`run_builtin`]); empty otherwise.
+    pub refused: Vec<String>,
+}
+
+impl Ran {
+    fn answer(result: String) -> Self {
+        Ran {
+            result,
+            refused: Vec::new(),
+        }
+    }
+}
+
+/// Runs a built-in tool call. Bad arguments are answered with an error result for the model, not
+/// a Rust error.
+///
+/// A `journal_add` note is a claim the model makes, and a note becomes memory at the next sleep:
+/// it is written only when every checkable value in it (number, date, time, ID, name) is in what
+/// the agent was shown, `seen` (built only for a note: the turn's prompt, see
+/// `JobContext::seen`). Otherwise nothing is written and the model is told which values were
+/// not found, so it can write the note again from what was said.
 pub fn run_builtin(
     store: &Store,
     agent: &AgentId,
     call: &ToolCall,
     now: Timestamp,
     default_importance: impl Fn(&str) -> u8,
-) -> Result<String, StoreError> {
+    seen: impl FnOnce() -> Result<Arc<Grounder>, StoreError>,
+) -> Result<Ran, StoreError> {
     match call.name.as_str() {
         JOURNAL_ADD => match serde_json::from_str::<JournalAddArgs>(&call.arguments) {
             Ok(args) if !args.content.trim().is_empty() => {
+                let content = args.content.trim();
+                let refused = seen()?.unsupported(content);
+                if !refused.is_empty() {
+                    let result = error_result(&format!(
+                        "not written: nothing in this conversation or your memory says {}; a note \
+                         may hold only what was said or shown",
+                        refused.join(", ")
+                    ));
+                    return Ok(Ran { result, refused });
+                }
                 let importance = args
                     .importance
-                    .unwrap_or_else(|| default_importance(&args.content));
+                    .unwrap_or_else(|| default_importance(content));
                 let entry = store.append_journal(
                     agent,
-                    JournalEntry::new(now, SourceType::Note, importance, args.content.trim())
+                    JournalEntry::new(now, SourceType::Note, importance, content)
                         .with_tags(args.tags),
                 )?;
-                Ok(serde_json::json!({"ok": true, "entry_id": entry.id, "importance": entry.importance})
-                    .to_string())
+                Ok(Ran::answer(
+                    serde_json::json!({"ok": true, "entry_id": entry.id, "importance": entry.importance})
+                        .to_string(),
+                ))
             }
-            Ok(_) => Ok(error_result("`content` is empty")),
-            Err(e) => Ok(error_result(&format!("bad arguments for journal_add: {e}"))),
+            Ok(_) => Ok(Ran::answer(error_result("`content` is empty"))),
+            Err(e) => Ok(Ran::answer(error_result(&format!(
+                "bad arguments for journal_add: {e}"
+            )))),
         },
         RECALL => match serde_json::from_str::<RecallArgs>(&call.arguments) {
             Ok(args) => {
@@ -115,14 +159,18 @@ pub fn run_builtin(
                         )
                     })
                     .collect();
-                Ok(
+                Ok(Ran::answer(
                     serde_json::json!({"facts": fact_hits, "journal": journal, "archived": archived})
                         .to_string(),
-                )
+                ))
             }
-            Err(e) => Ok(error_result(&format!("bad arguments for recall: {e}"))),
+            Err(e) => Ok(Ran::answer(error_result(&format!(
+                "bad arguments for recall: {e}"
+            )))),
         },
-        other => Ok(error_result(&format!("{other} is not a built-in tool"))),
+        other => Ok(Ran::answer(error_result(&format!(
+            "{other} is not a built-in tool"
+        )))),
     }
 }
 

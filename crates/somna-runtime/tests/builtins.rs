@@ -18,8 +18,18 @@ fn recall(store: &Store, agent: &somna_core::AgentId, arguments: &str) -> serde_
         name: tools::RECALL.into(),
         arguments: arguments.into(),
     };
-    let result = tools::run_builtin(store, agent, &call, Timestamp(0), |_| 5).unwrap();
-    serde_json::from_str(&result).unwrap()
+    // `recall` writes nothing: what the agent was shown is never asked for.
+    let ran = tools::run_builtin(
+        store,
+        agent,
+        &call,
+        Timestamp(0),
+        |_| 5,
+        || panic!("recall does not check a note"),
+    )
+    .unwrap();
+    assert!(ran.refused.is_empty());
+    serde_json::from_str(&ran.result).unwrap()
 }
 
 #[actix::test]

@@ -225,3 +225,103 @@ async fn the_tool_round_limit_ends_the_turn_with_an_event_and_the_reply_owed() {
     assert!(!s.needs_reply && s.reply_owed, "{s:?}");
     assert!(h.tick().await.is_none());
 }
+
+fn note(id: &str, content: &str) -> somna_core::ToolCall {
+    somna_core::ToolCall {
+        id: id.into(),
+        name: "journal_add".into(),
+        arguments: json!({ "content": content, "importance": 6 }).to_string(),
+    }
+}
+
+/// A journal note is a claim the model makes, and notes become memory facts at the next sleep: a
+/// note holding a value that nothing the agent was shown holds (not the turn, not its history,
+/// not the memory facts and archived turns of its working context) is not written, and the model
+/// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
+/// was shown are written as before.
+#[actix::test]
+async fn a_journal_note_with_values_nobody_said_is_not_written() {
+    let stub = StubLlmServer::start();
+    let (store, id) = new_agent("wren");
+    fill(&store, &id, 10, Timestamp(0));
+    store
+        .consolidate(
+            &id,
+            vec![somna_core::Fact::new(
+                Timestamp(0),
+                "Odo the tinker owes 75 copper for the kettle",
+                vec![],
+            )],
+            &[],
+        )
+        .unwrap();
+    let mut config = agent_config("wren", 8000);
+    // A working context, so the memory fact about Odo is in the prompt.
+    config.compaction.working_share = 0.3;
+    let deps = agent_deps(
+        &store,
+        stub_client(&stub, Duration::from_secs(5)),
+        Clock::real(),
+    );
+    let mut h = Driven::load(config, deps);
+    stub.push_all([
+        Reply::ToolCalls(vec![
+            // Said in this turn, by its speaker.
+            note("n1", "Aldric will pay 40 silver for the saddle on Friday"),
+            // Nowhere: a name, an amount and a ledger ID the model made up.
+            note("n2", "Zorbath owes 9871 silver on ledger QX-5531"),
+            // In the memory fact the working context showed.
+            note("n3", "Odo still owes 75 copper for the kettle"),
+        ]),
+        Reply::text("Noted, Aldric."),
+    ]);
+    h.say("I will pay 40 silver for the saddle on Friday. Does Odo still owe you for the kettle?");
+    let out = h.tick().await.expect("a step");
+    assert!(out.replied && out.error.is_none(), "{out:?}");
+
+    let journal = store
+        .query_journal(&id, &somna_core::JournalQuery::default())
+        .unwrap();
+    let written: Vec<&str> = journal.iter().map(|e| e.content.as_str()).collect();
+    assert!(
+        written.iter().any(|c| c.contains("saddle on Friday")),
+        "{written:?}"
+    );
+    assert!(
+        written.iter().any(|c| c.contains("Odo still owes")),
+        "{written:?}"
+    );
+    for invented in ["Zorbath", "9871", "QX-5531"] {
+        assert!(
+            !written.iter().any(|c| c.contains(invented)),
+            "{invented} was written: {written:?}"
+        );
+    }
+    // The model was told, in the refused call's result, and answered after it.
+    let history = store.history(&id).unwrap();
+    let result = history
+        .iter()
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("n2"))
+        .expect("the refused note's result");
+    assert!(
+        result.content.contains("not written") && result.content.contains("9871"),
+        "{}",
+        result.content
+    );
+    let second = &stub.requests()[1];
+    assert!(second.prompt_text().contains("not written"));
+    // The host was told once, naming the values.
+    let warnings: Vec<String> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Warning { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("9871") && warnings[0].contains("qx5531"),
+        "{warnings:?}"
+    );
+}

@@ -15,7 +15,11 @@
 //! - otherwise **dropped**.
 //!
 //! Nothing a model invents is committed: a kept item's values are all in its sources, a repaired
-//! one is either such an item or a quote. The check is deterministic, local and cheap (word and
+//! one is either such an item or a quote.
+//!
+//! A journal note (`journal_add`) cites nothing: it is written only when every value in it is in
+//! something the agent was shown that turn ([`Grounder::unsupported`] over the turn's prompt), and
+//! its arguments are never a source for another item (a summary citing the turn that wrote it). The check is deterministic, local and cheap (word and
 //! value lookups in hash sets; docs/benchmarks.md has its cost per compaction).
 //!
 //! - this file: [`Grounder`] (the sources an answer may cite, and the check of one item),
@@ -148,8 +152,15 @@ impl Grounder {
                 );
                 continue;
             }
+            // A host tool's arguments are what the agent did (`give_item` of a sword for 40
+            // silver); a journal note's are the model's own claim, checked when it was written
+            // (`Grounder::unsupported`) and never a source for another item.
             let mut content = turn.content.clone();
-            for call in &turn.tool_calls {
+            for call in turn
+                .tool_calls
+                .iter()
+                .filter(|c| c.name != crate::builtin::JOURNAL_TOOL)
+            {
                 content.push('\n');
                 content.push_str(&call.arguments);
             }
@@ -248,16 +259,10 @@ impl Grounder {
         self.sources.contains_key(&n)
     }
 
-    /// Checks one item (its markers included).
-    pub fn check(&self, item: &str) -> Checked {
-        let (text, cites) = cite::split(item);
-        self.check_cited(&text, &cites)
-    }
-
-    /// Checks one item whose text and citations were read apart (a structured answer's).
-    pub fn check_cited(&self, text: &str, cites: &[u64]) -> Checked {
-        let text = text.trim().to_string();
-        let claims: Vec<Claim> = claims(&text)
+    /// The checkable values of `text`: a sentence's capitalized first word is no name when the
+    /// sources write it in lower case (or its singular).
+    fn claims_of(&self, text: &str) -> Vec<Claim> {
+        claims(text)
             .into_iter()
             .filter(|c| match c {
                 Claim::Lead(w) => {
@@ -267,7 +272,40 @@ impl Grounder {
                 }
                 _ => true,
             })
-            .collect();
+            .collect()
+    }
+
+    /// The values of `text` (an uncited claim: a journal note the model writes) that no source
+    /// holds, nor the known names, each as the check writes it; empty when every value is in
+    /// something the sources say. Unlike [`Grounder::check`], a text with no value to check
+    /// passes: a note that names nothing checkable invents nothing checkable.
+    pub fn unsupported(&self, text: &str) -> Vec<String> {
+        let claims = self.claims_of(text.trim());
+        let mut missing: Vec<String> = Vec::new();
+        for c in &claims {
+            let held = self.known.supports(c)
+                || self
+                    .sources
+                    .keys()
+                    .any(|k| self.evidence_of(*k).is_some_and(|e| e.supports(c)));
+            let c = c.to_string();
+            if !held && !missing.contains(&c) {
+                missing.push(c);
+            }
+        }
+        missing
+    }
+
+    /// Checks one item (its markers included).
+    pub fn check(&self, item: &str) -> Checked {
+        let (text, cites) = cite::split(item);
+        self.check_cited(&text, &cites)
+    }
+
+    /// Checks one item whose text and citations were read apart (a structured answer's).
+    pub fn check_cited(&self, text: &str, cites: &[u64]) -> Checked {
+        let text = text.trim().to_string();
+        let claims = self.claims_of(&text);
         let valid: Vec<u64> = cites
             .iter()
             .copied()

@@ -357,3 +357,49 @@ fn extractive_summaries_pass_unchanged() {
         assert_extractive_summary_passes(&next, max, &format!("{max} folded"));
     }
 }
+
+/// A journal note's arguments are the model's claim, never a source: an item citing the turn that
+/// called `journal_add` is not kept on the note's values, while a host tool's arguments (what the
+/// agent did) and the turn's own text still back what they say.
+#[test]
+fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
+    let call = |name: &str, arguments: &str| somna_core::ToolCall {
+        id: format!("call_{name}"),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    let mut noted = Turn::new(3, Role::Assistant, "I will see to the sword.");
+    noted.tool_calls = vec![call(
+        "journal_add",
+        r#"{"content":"Zorbath owes 9871 silver"}"#,
+    )];
+    let mut gave = Turn::new(4, Role::Assistant, "Here it is.");
+    gave.tool_calls = vec![call("give_item", r#"{"item":"lantern","price":35}"#)];
+    let turns = [
+        Turn::new(2, Role::User, "Aldric asks for the sword by day 4.").with_name("Aldric"),
+        noted,
+        gave,
+    ];
+    let g = Grounder::from_turns(&turns, &["Wren"]);
+    let c = g.check("Zorbath owes 9871 silver [#3]");
+    assert_ne!(c.verdict, grounding::Verdict::Kept, "{c:?}");
+    assert!(
+        !c.text.contains("9871") && !c.text.contains("Zorbath"),
+        "{c:?}"
+    );
+    let c = g.check("The lantern went for 35 silver [#4]");
+    assert_eq!(c.verdict, grounding::Verdict::Kept, "{c:?}");
+
+    assert!(g.unsupported("Aldric wants the sword by day 4").is_empty());
+    assert!(g.unsupported("Wren promised to help").is_empty());
+    // Nothing checkable, nothing invented.
+    assert!(g.unsupported("Be kind to travellers").is_empty());
+    let missing = g.unsupported("Zorbath owes 9871 silver on ledger QX-5531, due May 7");
+    for value in ["zorbath", "9871", "qx5531", "may 7"] {
+        assert!(
+            missing.iter().any(|m| m.contains(value)),
+            "{value} not in {missing:?}"
+        );
+    }
+    assert!(!missing.iter().any(|m| m == "silver"), "{missing:?}");
+}

@@ -11,9 +11,11 @@ use somna_core::record::Trigger;
 use somna_core::tokens::{Calibration, Observation, TokenCounter};
 use somna_core::usage::{Usage, calibration_factor};
 use somna_core::{AgentId, GroundingCounts, JournalEntry, SourceType, Timestamp, ToolCall};
+use somna_llm::grounding::{self, Grounder};
 use somna_llm::prompts;
 use somna_llm::{ChatRequest, LlmError, Purpose};
 use somna_store::StoreError;
+use somna_text::transcript::Turn;
 
 use super::{AgentDeps, MAX_TOOL_ROUNDS};
 use crate::compactor::{CompactError, CompactRequest};
@@ -324,6 +326,40 @@ impl JobContext {
         matches!(plan(&request, cfg, &self.counter), PlanOutcome::Plan(_))
     }
 
+    /// What the agent was shown this round, as the sources a journal note may rest on: the
+    /// prompt the model answered (persona, summary, memory facts and archived excerpts of the
+    /// working context, the live history with its speakers and times, tool results), the
+    /// model's own text of this round, and the time now. A note's own arguments are no source
+    /// (`Grounder::from_turns` leaves `journal_add` calls out). Built only when the model writes
+    /// a note, by assembling the prompt again over the history as it is now.
+    fn seen(&self, query: Option<&(String, Vec<f32>)>) -> Result<Grounder, StoreError> {
+        let store = &self.deps.store;
+        let history = store.live_history_again(&self.id)?;
+        let semantic = query.map(|(m, v)| (m.as_str(), v.as_slice()));
+        let (built, _) = prompt::assemble_with(
+            store,
+            &self.id,
+            &self.config,
+            &history,
+            semantic,
+            &self.counter,
+        )?;
+        let mut turns: Vec<Turn> = history.iter().map(Turn::from).collect();
+        // The prompt's other parts, numbered past the history (nothing cites them).
+        let next = history.last().map_or(0, |m| m.seq + 1);
+        turns.extend(
+            built
+                .messages
+                .iter()
+                .zip(next..)
+                .map(|(m, seq)| Turn::new(seq, m.role, m.content.as_str())),
+        );
+        turns.push(Turn::new(next + turns.len() as u64, Role::System, "").at(self.now()));
+        let names = grounding::names_in(&self.config.persona);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Ok(Grounder::from_turns(&turns, &names))
+    }
+
     pub(super) fn now(&self) -> Timestamp {
         self.deps.clock.now()
     }
@@ -564,15 +600,39 @@ impl JobContext {
                 return Ok(store.cached_live_history(&self.id));
             }
             let mut waiting = Vec::new();
+            // What the agent was shown, for its notes: built for the round's first note only.
+            let mut seen: Option<Arc<Grounder>> = None;
             for call in &response.tool_calls {
                 if tools::is_builtin(&call.name) {
-                    let result = tools::run_builtin(store, &self.id, call, self.now(), |t| {
-                        somna_text::score_importance(t)
-                    })?;
-                    if call.name == tools::JOURNAL_ADD {
+                    let ran = tools::run_builtin(
+                        store,
+                        &self.id,
+                        call,
+                        self.now(),
+                        somna_text::score_importance,
+                        || {
+                            let g = match &seen {
+                                Some(g) => Arc::clone(g),
+                                None => Arc::new(self.seen(query.as_ref())?),
+                            };
+                            seen = Some(Arc::clone(&g));
+                            Ok(g)
+                        },
+                    )?;
+                    if !ran.refused.is_empty() {
+                        tracing::info!(agent = %self.id, missing = %ran.refused.join(", "), "a journal note was not written: values nothing the agent was shown holds");
+                        self.emit(Event::Warning {
+                            agent: self.id.clone(),
+                            message: format!(
+                                "a journal note was not written: nothing the agent was shown \
+                                 says {}",
+                                ran.refused.join(", ")
+                            ),
+                        });
+                    } else if call.name == tools::JOURNAL_ADD {
                         out.importance_added += journal_importance(call);
                     }
-                    self.append(Message::tool_result(call.id.clone(), result).at(self.now()))?;
+                    self.append(Message::tool_result(call.id.clone(), ran.result).at(self.now()))?;
                 } else if self.config.tools.iter().any(|t| t.name == call.name) {
                     waiting.push((call.id.clone(), call.name.clone(), call.arguments.clone()));
                 } else {
