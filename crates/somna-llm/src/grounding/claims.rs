@@ -328,6 +328,21 @@ fn digit_claims(token: &str, out: &mut Vec<Claim>) {
     }
 }
 
+/// True for a token that reads as an ID-like code (`GF-1187`, `room12`), not as a number, a day,
+/// a time, a range or a number with a unit; a token with other punctuation in it is no code (the
+/// `"price":35` of a tool call's arguments, written without spaces, holds 35).
+fn is_code(token: &str) -> bool {
+    if !token
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '#'))
+    {
+        return false;
+    }
+    let mut values = Vec::new();
+    digit_claims(token, &mut values);
+    matches!(values.as_slice(), [Claim::Id(_)])
+}
+
 /// An ID-like token as it is compared: lower-cased letters and digits only.
 fn id_key(token: &str) -> String {
     token
@@ -516,11 +531,12 @@ impl Evidence {
         for c in claims(text) {
             self.add_claim(c);
         }
-        // Digits inside any token (`GF-1187` holds 1187) and every token as an ID. A run with a
-        // leading zero (`HF-0657`) is part of a code, not a quantity: it backs no number (as 657
-        // it let an invented price of 657 through).
+        // The digits inside a token that is no code (`9:05` holds 9, `3rd-floor` 3), and every
+        // token as an ID. A code's digits are part of the code, not a quantity: `GF-1187` backs
+        // the ID `gf1187` and no number (as 1187 it let an invented price of 1187 through, as
+        // `HF-0657` did for 657 before), and neither does a run with a leading zero.
         for t in tokens(text) {
-            if t.chars().any(|c| c.is_ascii_digit()) {
+            if t.chars().any(|c| c.is_ascii_digit()) && !is_code(t) {
                 for run in t.split(|c: char| !c.is_ascii_digit()) {
                     if !run.is_empty() && (run == "0" || !run.starts_with('0')) {
                         self.numbers.insert(normalize_number(run));
@@ -678,9 +694,11 @@ mod tests {
         e.add_text("I'll take forty loaves for GF-1187, paid 1200 on the 3rd of May.");
         e.add_name("Mara");
         e.add_time("2026-11-24 09:05");
+        e.add_text("Meet me at 9:05 by the 3rd-floor door.");
         for text in [
             "Mara ordered 40 loaves",
             "ticket GF-1187, 1,200 paid",
+            "at 9 by the door on floor 3",
             "on 2026-11-24 at 9:05, a Tuesday in November",
             "due May 3",
         ] {
@@ -695,6 +713,9 @@ mod tests {
             "Tobin paid",
             "due May 4",
             "at 10:05",
+            // A code's digits are no amount.
+            "paid 1187 silver",
+            "the ticket costs 1,187",
         ] {
             assert!(
                 claims(invented).iter().any(|c| !e.supports(c)),
