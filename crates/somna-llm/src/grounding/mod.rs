@@ -90,6 +90,10 @@ struct Source {
     /// When it was said, `2026-11-24 09:05`.
     at: Option<String>,
     lines: Vec<Line>,
+    /// A turn of the agent's own (an assistant turn): what the agent said, which backs what the
+    /// agent said, did or promised, but no fact about the people it talks to
+    /// ([`Grounder::check_about_others`]).
+    by_agent: bool,
 }
 
 impl Source {
@@ -138,6 +142,7 @@ impl Grounder {
                                 speaker: None,
                                 at: None,
                                 lines: vec![line.clone()],
+                                by_agent: false,
                             },
                         );
                     }
@@ -148,6 +153,7 @@ impl Grounder {
                         speaker: None,
                         at: None,
                         lines,
+                        by_agent: false,
                     },
                 );
                 continue;
@@ -180,6 +186,7 @@ impl Grounder {
                             cites: Vec::new(),
                         })
                         .collect(),
+                    by_agent: turn.role == Role::Assistant,
                 },
             );
         }
@@ -205,6 +212,7 @@ impl Grounder {
                     speaker: None,
                     at: None,
                     lines,
+                    by_agent: false,
                 },
             );
         }
@@ -304,6 +312,29 @@ impl Grounder {
 
     /// Checks one item whose text and citations were read apart (a structured answer's).
     pub fn check_cited(&self, text: &str, cites: &[u64]) -> Checked {
+        self.check_from(text, cites, false)
+    }
+
+    /// [`Grounder::check`] of an item about the people the agent talks to (a summary's `User
+    /// facts`): its values must be in what they (or a tool, or an earlier summary) said, not only
+    /// in the agent's own turns. A model that said "you owe me 500 gold" to someone who never
+    /// agreed to it does not make "Aldric owes 500 gold" a fact: such an item is re-cited to a turn
+    /// of theirs that holds every value, or else replaced by the agent's own words, quoted as the
+    /// agent's (`[day] assistant: You owe me 500 gold…`), which is what is true.
+    pub fn check_about_others(&self, item: &str) -> Checked {
+        let (text, cites) = cite::split(item);
+        self.check_from(&text, &cites, true)
+    }
+
+    /// True when every source of `key` is a turn of the agent's own.
+    fn is_agents(&self, key: u64) -> bool {
+        self.sources
+            .get(&key)
+            .is_some_and(|list| list.iter().all(|s| s.by_agent))
+    }
+
+    /// The check; `others`: values only from sources that are not the agent's own turns.
+    fn check_from(&self, text: &str, cites: &[u64], others: bool) -> Checked {
         let text = text.trim().to_string();
         let claims = self.claims_of(&text);
         let valid: Vec<u64> = cites
@@ -311,10 +342,26 @@ impl Grounder {
             .copied()
             .filter(|c| self.is_citable(*c))
             .collect();
+        // What may back the item's values.
+        let backing: Vec<u64> = valid
+            .iter()
+            .copied()
+            .filter(|c| !others || !self.is_agents(*c))
+            .collect();
         let missing: Vec<String> = if valid.is_empty() {
             claims.iter().map(ToString::to_string).collect()
+        } else if backing.is_empty() {
+            // Only the agent's own turns: the agent's names, nothing else.
+            claims
+                .iter()
+                .filter(|c| !self.known.supports(c))
+                .map(ToString::to_string)
+                .collect()
         } else {
-            let cited: Vec<&Evidence> = valid.iter().filter_map(|c| self.evidence_of(*c)).collect();
+            let cited: Vec<&Evidence> = backing
+                .iter()
+                .filter_map(|c| self.evidence_of(*c))
+                .collect();
             claims
                 .iter()
                 .filter(|c| !cited.iter().any(|e| e.supports(c)))
@@ -335,7 +382,7 @@ impl Grounder {
             };
         }
         if !text.is_empty()
-            && let Some(source) = self.one_source_of(&claims, &text)
+            && let Some(source) = self.one_source_of(&claims, &text, others)
         {
             let turns = self.turns_behind(&[source], &claims, &text);
             return Checked {
@@ -378,11 +425,12 @@ impl Grounder {
 
     /// The one source that holds every claim (with at least one claim, or else two content words
     /// in common), sharing the most content words with the item.
-    fn one_source_of(&self, claims: &[Claim], text: &str) -> Option<u64> {
+    fn one_source_of(&self, claims: &[Claim], text: &str, others: bool) -> Option<u64> {
         let words = text::content_words(text);
         let need_words = if claims.is_empty() { 2 } else { 1 };
         self.sources
             .keys()
+            .filter(|k| !others || !self.is_agents(**k))
             .filter(|k| {
                 self.evidence_of(**k)
                     .is_some_and(|e| claims.iter().all(|c| e.supports(c)))
@@ -592,7 +640,15 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
             Some(rest) => ("- ", rest),
             None => ("", line),
         };
-        let checked = grounder.check(item);
+        // `User facts` are about the people the agent talks to: the agent's word is not enough.
+        let about_others = sections
+            .last()
+            .is_some_and(|(heading, _)| heading.to_lowercase().contains("user facts"));
+        let checked = if about_others {
+            grounder.check_about_others(item)
+        } else {
+            grounder.check(item)
+        };
         tally(&mut counts, &mut examples, item, &checked);
         changed |= checked.verdict != Verdict::Kept || checked.cited() != item;
         if checked.verdict != Verdict::Dropped {

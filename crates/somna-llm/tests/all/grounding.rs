@@ -403,3 +403,50 @@ fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
     }
     assert!(!missing.iter().any(|m| m == "silver"), "{missing:?}");
 }
+
+/// What the agent said backs what the agent said, did or promised, not a fact about the people it
+/// talks to: a `User facts` item whose values only the agent's own turns hold is re-cited to a
+/// turn of theirs that holds them, or else replaced by the agent's words quoted as the agent's;
+/// the same item in another section, and a user fact the user said, are kept.
+#[test]
+fn a_user_fact_rests_on_the_users_words_not_the_agents() {
+    let turns = [
+        Turn::new(
+            2,
+            Role::User,
+            "I will pay 40 silver for the room on Friday.",
+        )
+        .with_name("Aldric"),
+        Turn::new(
+            3,
+            Role::Assistant,
+            "You owe me 500 gold for last winter, Aldric. The room is 40 silver.",
+        ),
+        Turn::new(4, Role::User, "My sister Elsbeth arrives on Friday.").with_name("Aldric"),
+    ];
+    let g = Grounder::from_turns(&turns, &["Wren"]);
+    let summary = "## Decisions\n- Wren told Aldric he owes 500 gold [#3]\n\n## User facts\n\
+- Aldric owes 500 gold [#3]\n- Aldric will pay 40 silver on Friday [#3]\n\
+- Aldric's sister Elsbeth arrives on Friday [#4]\n- Wren is the innkeeper [#3]";
+    let grounded = grounding::ground_summary(summary, &g);
+    let text = &grounded.text;
+    let (decisions, facts) = text.split_once("## User facts").unwrap();
+    // What the agent said, as what the agent said: kept.
+    assert!(
+        decisions.contains("Wren told Aldric he owes 500 gold [#3]"),
+        "{text}"
+    );
+    // Not a fact about Aldric: the agent's words, quoted as the agent's.
+    assert!(!facts.contains("- Aldric owes 500 gold"), "{text}");
+    assert!(facts.contains("assistant: You owe me 500 gold"), "{text}");
+    // Aldric said it himself: re-cited to his turn.
+    assert!(
+        facts.contains("Aldric will pay 40 silver on Friday [#2]"),
+        "{text}"
+    );
+    assert!(facts.contains("Elsbeth arrives on Friday [#4]"), "{text}");
+    // The agent's own name needs no one else's word.
+    assert!(facts.contains("Wren is the innkeeper [#3]"), "{text}");
+    assert_eq!(grounded.counts.kept, 3, "{grounded:?}");
+    assert_eq!(grounded.counts.repaired, 2, "{grounded:?}");
+}
