@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use somna_core::config::RuntimeConfig;
 use somna_core::record::CompactionMethod;
-use somna_core::{EventRecord, GroundingCounts, JournalQuery, Message, SourceType, Timestamp};
+use somna_core::{
+    EventRecord, GroundingCounts, JournalQuery, Message, Role, SourceType, Timestamp,
+};
 use somna_llm::grounding::{Claim, Evidence, claims};
 use somna_runtime::agent::JobKind;
 use somna_runtime::{Clock, CompactionOutcome, Offline};
@@ -226,4 +228,155 @@ id = "wren"
     assert_eq!(invented_total, 0, "invented values committed");
     // Plain text is this model's weak form (docs/llm.md): the structured one must commit.
     assert!(summaries > 0, "no mode committed the model's summary");
+}
+
+/// Opt-in: what "user facts rest on the users' words" moves with a real small model. SmolLM2 chats
+/// with villagers who state their own prices, days and kin (its replies invent more of them
+/// freely), then summarizes each conversation with structured output (`auto`); every answer is
+/// checked both ways: every item against what it cites (`Grounder::check`, the rule before stop
+/// 52) and as Somna checks it now (`ground_summary`, user facts against the turns that are not the
+/// agent's). Prints, per conversation, the user-fact items each way commits whose values only the
+/// agent's turns hold; asserts the way Somna checks now commits none. Measures the model; never
+/// needed by CI. `SOMNA_REAL_LLM_RUNS` conversations (default 4).
+#[tokio::test]
+async fn real_user_facts_rest_on_the_users_words() {
+    use somna_core::config::{LlmConfig, Provider, StructuredOutput};
+    use somna_llm::grounding::{self, Grounder};
+    use somna_llm::{ChatMessage, ChatRequest, Purpose, build_client, prompts};
+    use somna_text::transcript::Turn;
+
+    let Some((base_url, model)) = somna_testkit::real_llm() else {
+        return;
+    };
+    let runs: usize = std::env::var("SOMNA_REAL_LLM_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let llm = build_client(
+        &LlmConfig {
+            provider: Provider::Openai,
+            model: model.clone(),
+            base_url: base_url.clone(),
+            timeout: std::time::Duration::from_secs(600),
+            max_retries: 0,
+            max_concurrent: 1,
+            structured_output: StructuredOutput::Auto,
+            ..LlmConfig::default()
+        },
+        &|_| None,
+    )
+    .unwrap();
+    let persona = "You are Wren, the innkeeper of Millbrook. Answer the villagers briefly.";
+    let cfg = agent_config("wren", 8192).compaction;
+    println!(
+        "| conversation | user facts committed (before / now) | of them, values only the agent said (before / now) | examples |"
+    );
+    println!("|---|---|---|---|");
+    let (mut before_total, mut now_total) = (0, 0);
+    for run in 0..runs {
+        let mut history: Vec<Message> = Vec::new();
+        let start = Timestamp::parse_rfc3339("2026-05-04T08:00:00Z").unwrap();
+        for i in 0..12 {
+            let seller = SELLERS[(run + i) % SELLERS.len()];
+            let good = GOODS[(run * 3 + i) % GOODS.len()];
+            let price = 40 + (run * 131 + i * 37) % 460;
+            let said = match i % 3 {
+                0 => {
+                    format!("I'm {seller}. I'll pay {price} silver for a room for the {good} fair.")
+                }
+                1 => format!("My brother arrives on May {}. Can he share my room?", 5 + i),
+                _ => "What do I owe you so far, Wren?".to_string(),
+            };
+            let mut m = Message::user(said).with_name(seller);
+            m.seq = history.len() as u64;
+            m.created_at = Timestamp(start.0 + history.len() as u64 * 60_000);
+            history.push(m);
+            let mut messages = vec![ChatMessage::new(Role::System, persona)];
+            messages.extend(history.iter().map(ChatMessage::from));
+            let request = ChatRequest::new(model.clone(), messages)
+                .with_purpose(Purpose::Chat)
+                .with_max_tokens(60);
+            let reply = llm
+                .chat(request)
+                .await
+                .map_or_else(|e| format!("({e})"), |r| r.text);
+            let mut m = Message::assistant(reply.trim());
+            m.seq = history.len() as u64;
+            m.created_at = Timestamp(start.0 + history.len() as u64 * 60_000);
+            history.push(m);
+        }
+        let Ok(answer) = llm
+            .chat(prompts::summary_request(&model, &cfg, &history))
+            .await
+        else {
+            println!("| {run} | the summary request failed | | |");
+            continue;
+        };
+        let text = prompts::read_summary(&answer.text);
+        let turns: Vec<Turn> = history.iter().map(Turn::from).collect();
+        let grounder = Grounder::from_turns(&turns, &["Wren"]);
+        // The values of a committed user fact that no villager's turn holds.
+        let mut users = Evidence::new();
+        for m in history.iter().filter(|m| m.role == Role::User) {
+            users.add_text(&m.content);
+            users.add_name(m.name.as_deref().unwrap_or(""));
+            users.add_time(&m.created_at.minute_label());
+        }
+        users.add_name("Wren");
+        let only_agents = |item: &str| -> Vec<String> {
+            claims(&cite::strip(item))
+                .into_iter()
+                .filter(|c| !matches!(c, Claim::Lead(_)) && !users.supports(c))
+                .map(|c| c.to_string())
+                .collect()
+        };
+        let user_facts = |summary: &str| -> Vec<String> {
+            let mut inside = false;
+            let mut out = Vec::new();
+            for line in summary.lines() {
+                let line = line.trim();
+                if line.starts_with('#') {
+                    inside = line.to_lowercase().contains("user facts");
+                } else if inside && let Some(item) = line.strip_prefix("- ") {
+                    out.push(item.to_string());
+                }
+            }
+            out
+        };
+        // Before: every item checked against what it cites, the agent's turns included.
+        let before: Vec<String> = user_facts(&text)
+            .iter()
+            .map(|i| grounder.check(i))
+            .filter(|c| c.verdict != grounding::Verdict::Dropped)
+            .map(|c| c.cited())
+            .collect();
+        let now = user_facts(&grounding::ground_summary(&text, &grounder).text);
+        let bad_before: Vec<&String> = before
+            .iter()
+            .filter(|i| !only_agents(i).is_empty())
+            .collect();
+        let bad_now: Vec<&String> = now
+            .iter()
+            .filter(|i| !only_agents(i).is_empty() && !i.contains("assistant:"))
+            .collect();
+        before_total += bad_before.len();
+        now_total += bad_now.len();
+        println!(
+            "| {run} | {} / {} | {} / {} | {} |",
+            before.len(),
+            now.len(),
+            bad_before.len(),
+            bad_now.len(),
+            bad_before
+                .iter()
+                .take(2)
+                .map(|s| s.replace('|', "/"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    println!(
+        "user facts resting only on the agent's words: before {before_total}, now {now_total}"
+    );
+    assert_eq!(now_total, 0);
 }
