@@ -326,6 +326,25 @@ impl JobContext {
         matches!(plan(&request, cfg, &self.counter), PlanOutcome::Plan(_))
     }
 
+    /// The agent's prompt over `history`, retrieving by meaning too when the input's vector is
+    /// `query` (the embedder's model, the vector).
+    fn prompt(
+        &self,
+        history: &[Message],
+        query: Option<&(String, Vec<f32>)>,
+    ) -> Result<prompt::Prompt, StoreError> {
+        let semantic = query.map(|(m, v)| (m.as_str(), v.as_slice()));
+        let (built, _) = prompt::assemble_with(
+            &self.deps.store,
+            &self.id,
+            &self.config,
+            history,
+            semantic,
+            &self.counter,
+        )?;
+        Ok(built)
+    }
+
     /// What the agent was shown this round, as the sources a journal note may rest on: the
     /// prompt the model answered (persona, summary, memory facts and archived excerpts of the
     /// working context, the live history with its speakers and times, tool results), the
@@ -333,17 +352,8 @@ impl JobContext {
     /// (`Grounder::from_turns` leaves `journal_add` calls out). Built only when the model writes
     /// a note, by assembling the prompt again over the history as it is now.
     fn seen(&self, query: Option<&(String, Vec<f32>)>) -> Result<Grounder, StoreError> {
-        let store = &self.deps.store;
-        let history = store.live_history_again(&self.id)?;
-        let semantic = query.map(|(m, v)| (m.as_str(), v.as_slice()));
-        let (built, _) = prompt::assemble_with(
-            store,
-            &self.id,
-            &self.config,
-            &history,
-            semantic,
-            &self.counter,
-        )?;
+        let history = self.deps.store.live_history_again(&self.id)?;
+        let built = self.prompt(&history, query)?;
         let mut turns: Vec<Turn> = history.iter().map(Turn::from).collect();
         // The prompt's other parts, numbered past the history (nothing cites them).
         let next = history.last().map_or(0, |m| m.seq + 1);
@@ -520,15 +530,7 @@ impl JobContext {
             } else {
                 store.live_history(&self.id)?
             };
-            let semantic = query.as_ref().map(|(m, v)| (m.as_str(), v.as_slice()));
-            let (built, _) = prompt::assemble_with(
-                store,
-                &self.id,
-                &self.config,
-                &history,
-                semantic,
-                &self.counter,
-            )?;
+            let built = self.prompt(&history, query.as_ref())?;
             drop(history);
             let estimate = built.total_tokens();
             let request = ChatRequest::new(self.config.model.clone(), built.messages)
