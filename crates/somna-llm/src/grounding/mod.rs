@@ -19,8 +19,10 @@
 //!
 //! A journal note (`journal_add`) cites nothing: it is written only when every value in it is in
 //! something the agent was shown that turn ([`Grounder::unsupported`] over the turn's prompt), and
-//! its arguments are never a source for another item (a summary citing the turn that wrote it). The check is deterministic, local and cheap (word and
-//! value lookups in hash sets; docs/benchmarks.md has its cost per compaction).
+//! its arguments are never a source for another item (a summary citing the turn that wrote it).
+//!
+//! The check is deterministic, local and cheap (word and value lookups in hash sets;
+//! docs/benchmarks.md has its cost per compaction).
 //!
 //! - this file: [`Grounder`] (the sources an answer may cite, and the check of one item),
 //!   [`ground_summary`] and [`ground_lines`] (a whole answer).
@@ -36,7 +38,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
 use somna_core::{JournalEntry, Role};
-use somna_text::extractive::NONE;
+use somna_text::extractive::{NONE, Section};
 use somna_text::transcript::Turn;
 use somna_text::{cite, words as text};
 
@@ -350,21 +352,15 @@ impl Grounder {
             .collect();
         let missing: Vec<String> = if valid.is_empty() {
             claims.iter().map(ToString::to_string).collect()
-        } else if backing.is_empty() {
-            // Only the agent's own turns: the agent's names, nothing else.
-            claims
-                .iter()
-                .filter(|c| !self.known.supports(c))
-                .map(ToString::to_string)
-                .collect()
         } else {
+            // With only the agent's own turns cited about others, the agent's names alone.
             let cited: Vec<&Evidence> = backing
                 .iter()
                 .filter_map(|c| self.evidence_of(*c))
                 .collect();
             claims
                 .iter()
-                .filter(|c| !cited.iter().any(|e| e.supports(c)))
+                .filter(|c| !self.known.supports(c) && !cited.iter().any(|e| e.supports(c)))
                 .map(ToString::to_string)
                 .collect()
         };
@@ -623,6 +619,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     let mut counts = GroundingCounts::default();
     let mut examples = Vec::new();
     let mut changed = false;
+    let user_facts = Section::UserFacts.title().to_lowercase();
     for raw in text.lines() {
         let line = raw.trim();
         if line.is_empty() || line == NONE {
@@ -643,7 +640,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
         // `User facts` are about the people the agent talks to: the agent's word is not enough.
         let about_others = sections
             .last()
-            .is_some_and(|(heading, _)| heading.to_lowercase().contains("user facts"));
+            .is_some_and(|(heading, _)| heading.to_lowercase().contains(&user_facts));
         let checked = if about_others {
             grounder.check_about_others(item)
         } else {
