@@ -628,23 +628,28 @@ fn push_collapsed(out: &mut String, text: &str) {
 }
 
 /// True when `text` has no white space but single spaces between words (what `push_collapsed`
-/// would make of it is itself).
+/// would make of it is itself). Read byte by byte: every note line passes through it, and a char
+/// decoded per byte cost a long past's turn ~8% of its work (docs/benchmarks.md). Non-ASCII
+/// white space starts with one of four lead bytes, and only those decode a char.
 fn is_collapsed(text: &str) -> bool {
-    // A leading space is not collapsed: start as if after one.
-    let mut after_space = true;
-    for c in text.chars() {
-        if c == ' ' {
-            if after_space {
+    let bytes = text.as_bytes();
+    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
+        return false;
+    }
+    let mut after_space = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b' ' if after_space => return false,
+            b' ' => after_space = true,
+            b'\t' | b'\n' | 0x0B | 0x0C | b'\r' => return false,
+            // U+0085 and U+00A0; U+1680; U+2000–U+200A, U+2028, U+2029, U+202F, U+205F; U+3000.
+            0xC2 | 0xE1..=0xE3 if text[i..].chars().next().is_some_and(char::is_whitespace) => {
                 return false;
             }
-            after_space = true;
-        } else if c.is_whitespace() {
-            return false;
-        } else {
-            after_space = false;
+            _ => after_space = false,
         }
     }
-    !after_space || text.is_empty()
+    true
 }
 
 /// The most tokens one archived neighbour turn takes in a working context of `budget` tokens: a
@@ -741,8 +746,12 @@ mod tests {
         }
 
         #[test]
-        fn collapsing_is_joining_the_words(text in "[ a\\t\\n\u{a0}é\u{2028}b]{0,24}") {
+        fn collapsing_is_joining_the_words(
+            text in "[ a\\t\\n\u{b}\u{c}\r\u{85}\u{a0}é\u{1680}\u{2009}\u{2028}\u{202f}\u{3000}\u{2003}€b]{0,24}",
+        ) {
             prop_assert_eq!(collapsed(&text), joined(&text));
+            // The copy is taken exactly when nothing changes.
+            prop_assert_eq!(is_collapsed(&text), joined(&text) == text);
         }
     }
 }
