@@ -263,12 +263,20 @@ pub fn is_stop_word(word: &str) -> bool {
 
 /// The terms of `text`, in order, with repeats: what it is indexed and searched by.
 pub fn terms(text: &str) -> Vec<String> {
-    thread_local! {
-        // A turn analyzes its question once per search (journal, facts, archive), and an
-        // agent's questions say the same words again: each thread remembers the words' terms.
-        static WORDS: RefCell<Analyzer> = RefCell::new(Analyzer::bounded(4_096));
-    }
     WORDS.with_borrow_mut(|analyzer| analyzer.terms(text))
+}
+
+thread_local! {
+    // A turn analyzes its question once per search (journal, facts, archive), and an agent's
+    // questions say the same words again; a grounding check reads a compaction's words, most of
+    // which the compactions before it read: each thread remembers the words' terms.
+    static WORDS: RefCell<Analyzer> = RefCell::new(Analyzer::bounded(4_096));
+}
+
+/// [`terms`] of `text`, each lent to `visit` in order (nothing allocated per term), by the
+/// thread's analyzer; `visit` must not analyze text itself (the analyzer is lent to this call).
+pub fn visit_terms(text: &str, visit: impl FnMut(&str)) {
+    WORDS.with_borrow_mut(|analyzer| analyzer.visit_terms(text, visit));
 }
 
 /// The first character of a speaker term: the analyzer never emits it in a text term, so
@@ -348,6 +356,27 @@ impl Analyzer {
         out
     }
 
+    /// Calls `visit` with each term of `text` ([`terms`]), in order, lent rather than
+    /// allocated: for a reader that only looks the terms up.
+    pub fn visit_terms(&mut self, text: &str, mut visit: impl FnMut(&str)) {
+        for_each_word(text, |lower| {
+            if let Some(known) = self.terms.get(lower) {
+                if let Some(term) = known {
+                    visit(term);
+                }
+                return;
+            }
+            if self.terms.len() >= self.max_words {
+                self.terms.clear();
+            }
+            let term = term_of(lower);
+            if let Some(term) = &term {
+                visit(term);
+            }
+            self.terms.insert(lower.to_string(), term);
+        });
+    }
+
     /// [`term_of`], remembered.
     fn term_of(&mut self, lower: &str) -> Option<String> {
         if let Some(term) = self.terms.get(lower) {
@@ -389,6 +418,15 @@ fn for_each_term(
     term_of: &mut impl FnMut(&str) -> Option<String>,
     mut emit: impl FnMut(String),
 ) {
+    for_each_word(text, |lower| {
+        if let Some(term) = term_of(lower) {
+            emit(term);
+        }
+    });
+}
+
+/// Each word of `text` that can make a term, lower-cased.
+fn for_each_word(text: &str, mut each: impl FnMut(&str)) {
     let mut lower = String::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         // One letter says nothing ("s" of "Nora's", "I"); one digit may ("room 7").
@@ -405,9 +443,7 @@ fn for_each_term(
         } else {
             lower.extend(word.chars().flat_map(char::to_lowercase));
         }
-        if let Some(term) = term_of(&lower) {
-            emit(term);
-        }
+        each(&lower);
     }
 }
 
@@ -545,6 +581,13 @@ mod tests {
             let mut analyzer = Analyzer::bounded(3);
             for t in &texts {
                 proptest::prop_assert_eq!(analyzer.terms(t), terms_before(t));
+                // Lent one by one, the same terms, whatever the memory held.
+                let mut lent = Vec::new();
+                analyzer.visit_terms(t, |term| lent.push(term.to_string()));
+                proptest::prop_assert_eq!(&lent, &terms_before(t));
+                lent.clear();
+                visit_terms(t, |term| lent.push(term.to_string()));
+                proptest::prop_assert_eq!(lent, terms_before(t));
             }
         }
     }

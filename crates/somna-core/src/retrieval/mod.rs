@@ -14,6 +14,8 @@ pub mod analyze;
 pub mod bm25;
 pub mod when;
 
-pub use analyze::{Analyzer, SPEAKER_MARK, document_terms, is_stop_word, speaker_term, terms};
+pub use analyze::{
+    Analyzer, SPEAKER_MARK, document_terms, is_stop_word, speaker_term, terms, visit_terms,
+};
 pub use bm25::{Collection, Hit, top_k};
 pub use when::{Period, period_in};
