@@ -4,11 +4,16 @@
 //! check: a number or amount (`470`, `1,200`, `forty`, `14th`), a day (`2026-11-24`, `May 7`,
 //! `Tuesday`, a month), a time (`9:05`), an ID-like token (`LX-4471`, `B12`, `NATO`) or a proper
 //! name (the project's entity detection, [`text::entity_runs`]). Everything else in a note (its
-//! wording, its verbs) is the model's to choose.
+//! wording, its verbs) is the model's to choose, with one exception the [`Grounder`] adds: a word
+//! its sources say only once ([`Claim::Word`]).
+//!
+//! [`Grounder`]: super::Grounder
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::OnceLock;
 
+use somna_core::retrieval::visit_terms;
 use somna_text::words as text;
 
 /// One checkable value of an item.
@@ -33,6 +38,10 @@ pub enum Claim {
     /// The capitalized first word of a sentence that is no common note starter (`Zorbath sold
     /// …`), lower-cased: a name unless the sources use it as a plain word.
     Lead(String),
+    /// A lower-case word that the sources an item may cite say in one source only (see
+    /// [`super::Grounder`]): `word` as the item writes it, `term` its search term (stemmed), by
+    /// which it is looked up.
+    Word { word: String, term: String },
 }
 
 impl fmt::Display for Claim {
@@ -46,7 +55,7 @@ impl fmt::Display for Claim {
             Claim::Time(t) => write!(f, "{t}"),
             Claim::Id(id) => write!(f, "{id}"),
             Claim::Name(words) => write!(f, "{}", words.join(" ")),
-            Claim::Lead(word) => write!(f, "{word}"),
+            Claim::Lead(word) | Claim::Word { word, .. } => write!(f, "{word}"),
         }
     }
 }
@@ -501,10 +510,20 @@ fn is_common_starter(word: &str) -> bool {
             .any(|s| lower.len() > s.len() + 2 && lower.ends_with(s))
 }
 
+/// A search term as the check stores it: its hash (two terms that hash alike, about 1 in 2⁶⁴ for
+/// a pair, count as one: a word then looks held or common, never missing or rare).
+pub(super) fn term_key(term: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(term)
+}
+
 /// What a set of source texts (and the times of their turns) supports.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
     words: HashSet<String>,
+    /// The search terms (stems) of `words`, by [`term_key`]: what a [`Claim::Word`] is looked up
+    /// in, built the first time one is (most evidence is asked about values only).
+    terms: OnceLock<HashSet<u64>>,
     numbers: HashSet<String>,
     ids: HashSet<String>,
     days: HashSet<String>,
@@ -522,6 +541,8 @@ impl Evidence {
 
     /// Adds a source text (its markers already stripped).
     pub fn add_text(&mut self, text: &str) {
+        // New words: the terms are read again when next asked for.
+        self.terms.take();
         for w in text::words(text) {
             if let Some(v) = small_number_word(&w) {
                 self.numbers.insert(v.to_string());
@@ -552,6 +573,7 @@ impl Evidence {
 
     /// Adds a name the source is known by (a speaker, the agent's own name).
     pub fn add_name(&mut self, name: &str) {
+        self.terms.take();
         for w in text::words(name) {
             self.words.insert(w);
         }
@@ -608,8 +630,26 @@ impl Evidence {
             Claim::Id(id) => {
                 self.ids.insert(id);
             }
+            Claim::Word { word, .. } => {
+                self.terms.take();
+                self.words.insert(word.to_lowercase());
+            }
             Claim::Name(_) | Claim::Lead(_) => {}
         }
+    }
+
+    /// True when the texts say a word whose search term is `term`.
+    pub fn holds_term(&self, term: &str) -> bool {
+        let terms = self.terms.get_or_init(|| {
+            let mut terms = HashSet::with_capacity(self.words.len());
+            for w in &self.words {
+                visit_terms(w, |t| {
+                    terms.insert(term_key(t));
+                });
+            }
+            terms
+        });
+        terms.contains(&term_key(term))
     }
 
     /// True when this evidence holds `claim`'s value.
@@ -624,6 +664,7 @@ impl Evidence {
             Claim::Id(id) => self.ids.contains(id) || self.words.contains(id),
             Claim::Name(words) => words.iter().all(|w| self.words.contains(w)),
             Claim::Lead(w) => self.words.contains(w),
+            Claim::Word { term, .. } => self.holds_term(term),
         }
     }
 }
@@ -722,6 +763,24 @@ mod tests {
                 "{invented:?} passed"
             );
         }
+    }
+
+    /// A word is held by its term ("succulent" holds "succulents"), and evidence asked once and
+    /// then added to answers for what it holds now.
+    #[test]
+    fn a_word_is_held_by_its_term_and_evidence_that_grows_is_read_again() {
+        let term = somna_core::retrieval::terms("succulents").remove(0);
+        let word = Claim::Word {
+            word: "succulents".into(),
+            term,
+        };
+        let mut known = Evidence::new();
+        known.add_name("Wren");
+        assert!(!known.supports(&word));
+        let mut grown = known.clone();
+        grown.add_text("My succulent is thriving.");
+        assert!(grown.supports(&word));
+        assert!(!known.supports(&word));
     }
 
     #[test]

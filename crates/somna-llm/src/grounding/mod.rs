@@ -5,7 +5,8 @@
 //! An item cites turns (or journal entries) with a marker, `[#12]` or `[#12, #15]`; a structured
 //! answer gives the same numbers as a `sources` list, and its reader writes them as the marker.
 //! [`Grounder::check`] reads the item's checkable values ([`claims`]: numbers, days, times, IDs,
-//! names) and looks each one up in what it cites ([`Evidence`]):
+//! names; and each lower-case word the sources say in one source only, [`Claim::Word`]) and looks
+//! each one up in what it cites ([`Evidence`]):
 //!
 //! - every value found: **kept** as written;
 //! - a value missing from what it cites (or it cites nothing, or only numbers outside what it may
@@ -32,15 +33,39 @@
 mod claims;
 
 pub use claims::{Claim, Evidence, claims};
+
+use claims::term_key;
 pub use somna_core::GroundingCounts;
 
 use std::collections::{BTreeMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
+use somna_core::retrieval::{terms, visit_terms};
 use somna_core::{JournalEntry, Role};
 use somna_text::extractive::{NONE, Section};
 use somna_text::transcript::Turn;
 use somna_text::{cite, words as text};
+
+/// A lower-case word that the sources an item may cite say in at most this many of them is a
+/// claim of the item ([`Claim::Word`]): it must be in what the item cites. A model that writes
+/// "Dmitri collects succulents [#113]" where only Bruno's turn #187 says "succulents" took the word
+/// from a turn it does not cite; the check finds it like a wrong number. A word no source says is
+/// no claim (it may be the model's paraphrase), nor is one said in several (a common word of the
+/// conversation). Chosen on the tuning split's planted facts (docs/llm.md): a fact's value put
+/// under another of the same conversation's questions is caught for 96% of them, and a true value
+/// under its question's (deliberately other) words is repaired for 18%.
+const RARE_WORD_SOURCES: usize = 1;
+
+/// Words that frame what was said rather than say it ("Also mentioned: …", "Nora asked: …", "they
+/// agreed to …", a reflection's "Lately much has revolved around …; what matters most: …"): never a
+/// [`Claim::Word`], however rarely the sources use them (an earlier reflection among the entries a
+/// sleep reflects on says "revolved" once, and the next one says it again).
+const FRAMING_WORDS: &str = "mention say said tell told ask talk discuss agree decide plan want \
+note share explain suggest promise offer confirm remind report describe recall remember reply answer \
+respond add state update request user assistant summary conversation topic detail question also \
+reflection lately revolve matter";
 
 /// Longest repaired item, in characters (a longer source sentence is cut at a word boundary).
 const MAX_REPAIR_CHARS: usize = 200;
@@ -96,6 +121,10 @@ struct Source {
     /// agent said, did or promised, but no fact about the people it talks to
     /// ([`Grounder::check_about_others`]).
     by_agent: bool,
+    /// Counted among the sources that say a word ([`Grounder::item_claims`]): false for an
+    /// earlier summary's item filed again under each turn it cites (the summary itself is
+    /// counted once).
+    counted: bool,
 }
 
 impl Source {
@@ -122,9 +151,13 @@ pub struct Grounder {
     evidence: BTreeMap<u64, OnceLock<Evidence>>,
     /// Names every item may use (the agent's own), nothing else.
     known: Evidence,
-    /// Words the sources write in lower case: a sentence's capitalized first word that is one of
-    /// them (or its plural) is a plain word, not a name.
-    plain: HashSet<String>,
+    /// Every word of the sources, lower-cased ([`Grounder::finish`]): whether they write it in
+    /// lower case (a sentence's capitalized first word that is such a word, or its plural, is a
+    /// plain word, not a name), and which counted sources say it.
+    words: FxHashMap<String, WordSeen>,
+    /// Which counted sources say each term (at most [`RARE_WORD_SOURCES`] + 1 of them), built
+    /// the first time an item is checked ([`Grounder::item_claims`]).
+    term_sources: OnceLock<FxHashMap<u64, Vec<u64>>>,
 }
 
 impl Grounder {
@@ -145,6 +178,7 @@ impl Grounder {
                                 at: None,
                                 lines: vec![line.clone()],
                                 by_agent: false,
+                                counted: false,
                             },
                         );
                     }
@@ -156,6 +190,7 @@ impl Grounder {
                         at: None,
                         lines,
                         by_agent: false,
+                        counted: true,
                     },
                 );
                 continue;
@@ -189,6 +224,7 @@ impl Grounder {
                         })
                         .collect(),
                     by_agent: turn.role == Role::Assistant,
+                    counted: true,
                 },
             );
         }
@@ -215,6 +251,7 @@ impl Grounder {
                     at: None,
                     lines,
                     by_agent: false,
+                    counted: true,
                 },
             );
         }
@@ -237,12 +274,36 @@ impl Grounder {
     }
 
     fn finish(mut self) -> Self {
-        for list in self.sources.values() {
+        let mut lower = String::new();
+        for (key, list) in &self.sources {
             for source in list {
-                for line in &source.lines {
-                    for w in line.text.split(|c: char| !c.is_alphanumeric() && c != '\'') {
-                        if w.starts_with(char::is_lowercase) {
-                            self.plain.insert(w.to_string());
+                let texts = source
+                    .speaker
+                    .iter()
+                    .map(|s| (s, false))
+                    .chain(source.lines.iter().map(|l| (&l.text, true)));
+                for (text, written) in texts {
+                    for w in text.split(|c: char| !c.is_alphanumeric() && c != '\'') {
+                        if w.is_empty() {
+                            continue;
+                        }
+                        lower.clear();
+                        if w.is_ascii() {
+                            lower.push_str(w);
+                            lower.make_ascii_lowercase();
+                        } else {
+                            lower.extend(w.chars().flat_map(char::to_lowercase));
+                        }
+                        let seen = match self.words.get_mut(lower.as_str()) {
+                            Some(seen) => seen,
+                            None => self.words.entry(lower.clone()).or_default(),
+                        };
+                        seen.lower_case |= written && w.starts_with(char::is_lowercase);
+                        if source.counted
+                            && seen.sources.len() <= RARE_WORD_SOURCES
+                            && !seen.sources.contains(key)
+                        {
+                            seen.sources.push(*key);
                         }
                     }
                 }
@@ -250,6 +311,11 @@ impl Grounder {
         }
         self.evidence = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self
+    }
+
+    /// True when the sources write `word` (lower-cased) in lower case somewhere.
+    fn is_plain(&self, word: &str) -> bool {
+        self.words.get(word).is_some_and(|seen| seen.lower_case)
     }
 
     /// What citing `key` supports: its sources and the known names.
@@ -276,13 +342,91 @@ impl Grounder {
             .into_iter()
             .filter(|c| match c {
                 Claim::Lead(w) => {
-                    !(self.plain.contains(w)
-                        || w.strip_suffix('s')
-                            .is_some_and(|one| self.plain.contains(one)))
+                    !(self.is_plain(w) || w.strip_suffix('s').is_some_and(|one| self.is_plain(one)))
                 }
                 _ => true,
             })
             .collect()
+    }
+
+    /// The claims of an item that cites its sources: its values ([`Grounder::claims_of`]) and
+    /// each lower-case word of it that the sources say in at most [`RARE_WORD_SOURCES`] of them,
+    /// unless one of those sources names someone the item names (a name, a number, a word no
+    /// source says, and a word taken from what was said of the same person are no such claims:
+    /// the first three are checked as values or not at all, and the last is the model's to
+    /// choose, since re-citing it would move the item to the person it is about anyway).
+    fn item_claims(&self, text: &str) -> Vec<Claim> {
+        let mut out = self.claims_of(text);
+        // The people the item names (the agent's own names, which every source supports, aside).
+        let names: Vec<Claim> = out
+            .iter()
+            .filter(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)) && !self.known.supports(c))
+            .cloned()
+            .collect();
+        let sources = self.term_sources();
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            if !word.starts_with(char::is_lowercase) || word.chars().any(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            for term in terms(word) {
+                let Some(keys) = sources.get(&term_key(&term)) else {
+                    continue;
+                };
+                let rare = keys.len() <= RARE_WORD_SOURCES && !framing().contains(&term);
+                let known = out
+                    .iter()
+                    .any(|c| matches!(c, Claim::Word { term: t, .. } if *t == term));
+                if rare && !known && !keys.iter().any(|k| self.names_any(*k, &names)) {
+                    out.push(Claim::Word {
+                        word: word.to_string(),
+                        term,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// True when a source of `key` says one of `names` (as its speaker or in its text; names the
+    /// known ones alone hold aside: see [`Grounder::item_claims`]). Read word by word, not by
+    /// building the source's evidence: most such sources are never cited.
+    fn names_any(&self, key: u64, names: &[Claim]) -> bool {
+        let said = |word: &str| {
+            self.sources.get(&key).into_iter().flatten().any(|s| {
+                s.speaker.iter().any(|n| says_word(n, word))
+                    || s.lines.iter().any(|l| says_word(&l.text, word))
+            })
+        };
+        names.iter().any(|n| match n {
+            Claim::Name(words) => words.iter().all(|w| said(w)),
+            Claim::Lead(w) => said(w),
+            _ => false,
+        })
+    }
+
+    /// Which counted sources (by key) say each term (by [`term_key`]), up to
+    /// [`RARE_WORD_SOURCES`] + 1 of them: the sources of each word ([`Grounder::finish`] counted
+    /// them as it read the words), merged by the word's term. Each distinct word is analyzed once,
+    /// by the thread's analyzer (a compaction's words were mostly stemmed for the compactions
+    /// before it).
+    fn term_sources(&self) -> &FxHashMap<u64, Vec<u64>> {
+        self.term_sources.get_or_init(|| {
+            let mut keys: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
+            for (word, seen) in &self.words {
+                if seen.sources.is_empty() {
+                    continue;
+                }
+                visit_terms(word, |t| {
+                    let list = keys.entry(term_key(t)).or_default();
+                    for key in &seen.sources {
+                        if list.len() <= RARE_WORD_SOURCES && !list.contains(key) {
+                            list.push(*key);
+                        }
+                    }
+                });
+            }
+            keys
+        })
     }
 
     /// The values of `text` (an uncited claim: a journal note the model writes) that no source
@@ -338,7 +482,7 @@ impl Grounder {
     /// The check; `others`: values only from sources that are not the agent's own turns.
     fn check_from(&self, text: &str, cites: &[u64], others: bool) -> Checked {
         let text = text.trim().to_string();
-        let claims = self.claims_of(&text);
+        let claims = self.item_claims(&text);
         let valid: Vec<u64> = cites
             .iter()
             .copied()
@@ -420,16 +564,30 @@ impl Grounder {
     }
 
     /// The one source that holds every claim (with at least one claim, or else two content words
-    /// in common), sharing the most content words with the item.
+    /// in common) and at least half of the item's words that the sources say anywhere, sharing
+    /// the most content words with the item. The half keeps a re-citation to what the item says:
+    /// "Bruno collects hazelnuts [#629]" holds its name and its value in Bruno's "hazelnuts make me
+    /// sick" (#670), but not "collects", which the sources say elsewhere; moved there it would
+    /// make a fact of the wrong sentence. A word no source says (the model's paraphrase) is not
+    /// asked for.
     fn one_source_of(&self, claims: &[Claim], text: &str, others: bool) -> Option<u64> {
         let words = text::content_words(text);
         let need_words = if claims.is_empty() { 2 } else { 1 };
+        let counts = self.term_sources();
+        let mut said: Vec<String> = terms(text)
+            .into_iter()
+            .filter(|t| counts.contains_key(&term_key(t)) && !framing().contains(t))
+            .collect();
+        said.sort_unstable();
+        said.dedup();
         self.sources
             .keys()
             .filter(|k| !others || !self.is_agents(**k))
             .filter(|k| {
-                self.evidence_of(**k)
-                    .is_some_and(|e| claims.iter().all(|c| e.supports(c)))
+                self.evidence_of(**k).is_some_and(|e| {
+                    claims.iter().all(|c| e.supports(c))
+                        && 2 * said.iter().filter(|t| e.holds_term(t)).count() >= said.len()
+                })
             })
             .map(|k| {
                 let shared = self.sources[k]
@@ -449,8 +607,17 @@ impl Grounder {
     /// least one), as the item that replaces it: `[day] speaker: sentence`, shortened.
     fn quote(&self, cited: &[u64], text: &str) -> Option<(String, Vec<u64>, Vec<u64>)> {
         let words = text::content_words(text);
-        let mut best: Option<(usize, u64, &Source, String, &Line)> = None;
-        for key in cited {
+        let q = self.closest_sentence(cited, |sentence| {
+            text::content_words(sentence).intersection(&words).count()
+        })?;
+        Some((self.quoted(&q), self.quote_cites(&q), q.line.cites.clone()))
+    }
+
+    /// The sentence of the `keys`' sources that `score` rates highest (above 0; the first of
+    /// equals), headings and markers aside.
+    fn closest_sentence(&self, keys: &[u64], score: impl Fn(&str) -> usize) -> Option<Quoted<'_>> {
+        let mut best: Option<(usize, Quoted<'_>)> = None;
+        for key in keys {
             for source in self.sources.get(key).into_iter().flatten() {
                 for line in &source.lines {
                     for sentence in text::sentences(&line.text) {
@@ -460,35 +627,50 @@ impl Grounder {
                         {
                             continue;
                         }
-                        let shared = text::content_words(&sentence).intersection(&words).count();
-                        if shared > 0 && best.as_ref().is_none_or(|b| shared > b.0) {
-                            best = Some((shared, *key, source, sentence, line));
+                        let rated = score(&sentence);
+                        if rated > 0 && best.as_ref().is_none_or(|b| rated > b.0) {
+                            best = Some((
+                                rated,
+                                Quoted {
+                                    key: *key,
+                                    source,
+                                    sentence,
+                                    line,
+                                },
+                            ));
                         }
                     }
                 }
             }
         }
-        let (_, key, source, sentence, line) = best?;
-        let sentence = shorten(&sentence);
-        let text = match (&source.speaker, &source.at) {
+        best.map(|(_, q)| q)
+    }
+
+    /// A quoted sentence as an item writes it: `[day] speaker: sentence`, shortened.
+    fn quoted(&self, q: &Quoted<'_>) -> String {
+        let sentence = shorten(&q.sentence);
+        match (&q.source.speaker, &q.source.at) {
             (Some(s), Some(at)) => format!("[{}] {s}: {sentence}", &at[..10]),
             (Some(s), None) => format!("{s}: {sentence}"),
             _ => sentence,
-        };
-        // A quote of an earlier summary's item keeps that item's own sources.
-        let cites = if source.speaker.is_none()
-            && !line.cites.is_empty()
-            && self.sources.keys().any(|k| line.cites.contains(k))
+        }
+    }
+
+    /// What a quote cites: its source, or for an earlier summary's item that item's own sources.
+    fn quote_cites(&self, q: &Quoted<'_>) -> Vec<u64> {
+        if q.source.speaker.is_none()
+            && !q.line.cites.is_empty()
+            && self.sources.keys().any(|k| q.line.cites.contains(k))
         {
-            line.cites
+            q.line
+                .cites
                 .iter()
                 .copied()
                 .filter(|c| self.is_citable(*c))
                 .collect()
         } else {
-            vec![key]
-        };
-        Some((text, cites, line.cites.clone()))
+            vec![q.key]
+        }
     }
 
     /// The turns behind an item over `cited` sources: what the lines holding its values cite.
@@ -520,6 +702,40 @@ impl Grounder {
         }
         out
     }
+}
+
+/// True when `text` has `word` (lower case) as a whole word, in any case.
+fn says_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        if w.is_ascii() {
+            w.eq_ignore_ascii_case(word)
+        } else {
+            w.to_lowercase() == word
+        }
+    })
+}
+
+/// The terms of [`FRAMING_WORDS`].
+fn framing() -> &'static HashSet<String> {
+    static FRAMING: OnceLock<HashSet<String>> = OnceLock::new();
+    FRAMING.get_or_init(|| terms(FRAMING_WORDS).into_iter().collect())
+}
+
+/// What the sources do with one word (lower-cased): see [`Grounder::words`].
+#[derive(Debug, Clone, Default)]
+struct WordSeen {
+    /// Written in lower case somewhere (not only capitalized).
+    lower_case: bool,
+    /// The counted sources that say it, up to [`RARE_WORD_SOURCES`] + 1 of them.
+    sources: Vec<u64>,
+}
+
+/// A sentence of a source, chosen to be quoted.
+struct Quoted<'a> {
+    key: u64,
+    source: &'a Source,
+    sentence: String,
+    line: &'a Line,
 }
 
 /// A source text's lines: markers stripped, each line's own citations kept.

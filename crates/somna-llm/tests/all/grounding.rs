@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use somna_core::{JournalEntry, Role, SourceType, Timestamp};
-use somna_llm::grounding::{self, Grounder};
+use somna_llm::grounding::{self, Grounder, Verdict};
 use somna_llm::prompts;
 use somna_text::cite;
 use somna_text::transcript::Turn;
@@ -449,4 +449,50 @@ fn a_user_fact_rests_on_the_users_words_not_the_agents() {
     assert!(facts.contains("Wren is the innkeeper [#3]"), "{text}");
     assert_eq!(grounded.counts.kept, 3, "{grounded:?}");
     assert_eq!(grounded.counts.repaired, 2, "{grounded:?}");
+}
+
+/// A word the sources say in one turn only is a claim of an item that uses it: an item that puts
+/// it under another turn (someone else's fact under this person's) is caught like a wrong number;
+/// a word several turns say, a word no turn says, and a word from a turn about the same person
+/// are not checked.
+#[test]
+fn a_word_one_turn_says_must_be_cited_where_it_was_said() {
+    let turns = [
+        Turn::new(
+            10,
+            Role::User,
+            "Found another old map of the harbour at the fair.",
+        )
+        .with_name("Dmitri"),
+        Turn::new(11, Role::User, "My windowsill is full of succulents now.").with_name("Bruno"),
+        Turn::new(12, Role::User, "The fair had maps, lamps and more maps.").with_name("Zara"),
+        Turn::new(13, Role::User, "Dmitri, you and your harbour charts!").with_name("Zara"),
+        Turn::new(14, Role::User, "My friend Kirsten is visiting next month.").with_name("Lucas"),
+        Turn::new(15, Role::User, "Big news: Kirsten opened a bookshop!").with_name("Lucas"),
+    ];
+    let g = Grounder::from_turns(&turns, &[]);
+    // Bruno's word under Dmitri's turn: not kept, and not committed.
+    let borrowed = g.check("Dmitri collects succulents [#10]");
+    assert_ne!(borrowed.verdict, Verdict::Kept, "{borrowed:?}");
+    assert!(!borrowed.text.contains("succulents"), "{borrowed:?}");
+    assert_eq!(borrowed.missing, vec!["succulents".to_string()]);
+    // Said in several turns ("maps"), in none ("collects"), or by a turn naming Dmitri
+    // ("charts", #13): the model's to choose.
+    for item in [
+        "Dmitri collects maps [#10]",
+        "Dmitri hoards old maps [#10]",
+        "Dmitri collects harbour charts [#10]",
+    ] {
+        assert_eq!(g.check(item).verdict, Verdict::Kept, "{item}");
+    }
+    // An item over two turns that borrows a word from a third is replaced by its closest turn's
+    // words; one that cites both turns it rests on is kept.
+    let two = g.check(
+        "Lucas's friend Kirsten is visiting next month and opened a bookshop full of succulents \
+         [#14, #15]",
+    );
+    assert_eq!(two.verdict, Verdict::Repaired, "{two:?}");
+    assert!(!two.text.contains("succulents"), "{two:?}");
+    let both = g.check("Lucas's friend Kirsten, visiting next month, opened a bookshop [#14, #15]");
+    assert_eq!(both.verdict, Verdict::Kept, "{both:?}");
 }

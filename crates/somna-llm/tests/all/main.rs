@@ -9,6 +9,7 @@
     clippy::print_stderr
 )]
 
+mod borrowed_words;
 mod builtin;
 mod embed;
 mod grounding;

@@ -1,0 +1,237 @@
+//! A word said in one turn only must be cited where it was said (`Claim::Word`), measured on the
+//! recall datasets' planted facts: a model that puts one person's fact under another's question
+//! ("What does Dmitri collect: succulents [#113]", where only Bruno's turn #187 says succulents)
+//! is caught like an invented number, and a true fact written in its question's words (which the
+//! datasets choose to share nothing with the answer turn) is kept or repaired, never lost.
+//!
+//! Each conversation is cut into bodies of [`BODY`] turns (about what one compaction folds at a
+//! 4,000-token window); each question whose answer turns sit in one body gives two items over
+//! that body's grounder: its true value under its question, citing the answer turns, and the
+//! value of another question of the same body (a lower-case value no answer turn of this question
+//! says) about someone else, citing the same turns. (The same person's other value is out of
+//! any word check's reach: "Bruno collects hazelnuts", re-cited to Bruno's "no hazelnuts near my
+//! plate", holds every name and word the sources can vouch for; the verb is the model's.)
+
+use std::path::{Path, PathBuf};
+
+use somna_core::Role;
+use somna_llm::grounding::{Grounder, Verdict};
+use somna_text::transcript::Turn;
+
+/// Turns per body.
+const BODY: usize = 150;
+
+struct Question {
+    conversation: String,
+    question: String,
+    answer: String,
+    turns: Vec<u64>,
+    category: String,
+}
+
+/// What the check did with the two kinds of item of one split.
+#[derive(Debug, Default)]
+struct Tally {
+    true_items: usize,
+    /// True items not kept as written (re-cited or quoted): their value is still committed.
+    true_changed: usize,
+    /// True items whose value did not survive the check.
+    true_lost: usize,
+    borrowed: usize,
+    /// Borrowed items whose borrowed value is not committed.
+    borrowed_caught: usize,
+}
+
+fn dataset(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../datasets")
+        .join(name)
+}
+
+fn questions(split: &str) -> Vec<Question> {
+    let text = std::fs::read_to_string(dataset(split).join("questions.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| Question {
+            conversation: v["conversation"].as_str().unwrap().to_string(),
+            question: v["question"].as_str().unwrap().to_string(),
+            answer: v["answer"].as_str().unwrap().to_string(),
+            turns: v["answer_turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_u64().unwrap())
+                .collect(),
+            category: v["category"].as_str().unwrap().to_string(),
+        })
+        .collect()
+}
+
+fn conversation(split: &str, name: &str) -> Vec<Turn> {
+    let path = dataset(split)
+        .join("conversations")
+        .join(format!("{name}.jsonl"));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let role = if v["role"] == "assistant" {
+                Role::Assistant
+            } else {
+                Role::User
+            };
+            let mut turn = Turn::new(i as u64, role, v["content"].as_str().unwrap());
+            turn.name = v["name"].as_str().map(str::to_string);
+            turn
+        })
+        .collect()
+}
+
+/// Who a question asks about: its first capitalized word after the first.
+fn person(q: &Question) -> &str {
+    q.question
+        .split(|c: char| !c.is_alphanumeric())
+        .skip(1)
+        .find(|w| w.starts_with(char::is_uppercase))
+        .unwrap_or("")
+}
+
+/// The item as written, cited.
+fn item(q: &Question, value: &str) -> String {
+    let cites: Vec<String> = q.turns.iter().map(|t| format!("#{t}")).collect();
+    format!(
+        "{}: {value} [{}]",
+        q.question.trim_end_matches('?'),
+        cites.join(", ")
+    )
+}
+
+fn measure(split: &str) -> Tally {
+    let all = questions(split);
+    let mut tally = Tally::default();
+    let mut conversations: Vec<&str> = all.iter().map(|q| q.conversation.as_str()).collect();
+    conversations.dedup();
+    for name in conversations {
+        let turns = conversation(split, name);
+        for (b, body) in turns.chunks(BODY).enumerate() {
+            let in_body = |q: &&Question| {
+                q.conversation == name
+                    && q.category != "temporal"
+                    && q.turns
+                        .iter()
+                        .all(|&t| usize::try_from(t).unwrap() / BODY == b)
+            };
+            let asked: Vec<&Question> = all.iter().filter(in_body).collect();
+            if asked.is_empty() {
+                continue;
+            }
+            let grounder = Grounder::from_turns(body, &[]);
+            let said = |q: &Question, value: &str| {
+                q.turns.iter().any(|&t| {
+                    turns[usize::try_from(t).unwrap()]
+                        .content
+                        .to_lowercase()
+                        .contains(&value.to_lowercase())
+                })
+            };
+            for (i, q) in asked.iter().enumerate() {
+                let checked = grounder.check(&item(q, &q.answer));
+                tally.true_items += 1;
+                if checked.verdict != Verdict::Kept {
+                    tally.true_changed += 1;
+                    if std::env::var_os("SOMNA_SHOW").is_some() {
+                        println!(
+                            "CHANGED {:?} missing {:?}",
+                            item(q, &q.answer),
+                            checked.missing
+                        );
+                    }
+                }
+                // A value is kept when the committed text still says it (as written or quoted).
+                let value_words = q.answer.to_lowercase();
+                if checked.verdict == Verdict::Dropped
+                    || !checked.text.to_lowercase().contains(
+                        value_words
+                            .split_whitespace()
+                            .last()
+                            .unwrap_or(&value_words),
+                    )
+                {
+                    tally.true_lost += 1;
+                    if std::env::var_os("SOMNA_SHOW").is_some() {
+                        println!("LOST {:?} -> {:?}", item(q, &q.answer), checked);
+                    }
+                }
+                // Another question's lower-case value that none of this one's answer turns says,
+                // taken in turn so that every question borrows a different one where it can.
+                let other = (1..asked.len())
+                    .map(|k| asked[(i + k) % asked.len()])
+                    .find(|o| {
+                        o.answer.starts_with(char::is_lowercase)
+                            && !said(q, &o.answer)
+                            && person(o) != person(q)
+                    });
+                let Some(other) = other else { continue };
+                let checked = grounder.check(&item(q, &other.answer));
+                tally.borrowed += 1;
+                let committed = checked.text.to_lowercase();
+                if checked.verdict == Verdict::Dropped
+                    || !committed.contains(&other.answer.to_lowercase())
+                {
+                    tally.borrowed_caught += 1;
+                } else if std::env::var_os("SOMNA_SHOW").is_some() {
+                    println!(
+                        "MISS {:?} -> {:?} {:?}",
+                        item(q, &other.answer),
+                        checked.verdict,
+                        checked.cites
+                    );
+                }
+            }
+        }
+    }
+    tally
+}
+
+fn pct(n: usize, of: usize) -> f64 {
+    100.0 * n as f64 / of.max(1) as f64
+}
+
+fn report(split: &str, t: &Tally) {
+    println!(
+        "{split}: borrowed values caught {}/{} ({:.1}%); true items changed {}/{} ({:.1}%), their value lost {}",
+        t.borrowed_caught,
+        t.borrowed,
+        pct(t.borrowed_caught, t.borrowed),
+        t.true_changed,
+        t.true_items,
+        pct(t.true_changed, t.true_items),
+        t.true_lost
+    );
+}
+
+/// The tuning split, on which `RARE_WORD_SOURCES` and the same-person exception were chosen. With
+/// values alone (before `Claim::Word`): 6.8% caught, 1.7% changed, none lost.
+#[test]
+fn a_value_borrowed_from_another_turn_is_caught_on_the_tuning_split() {
+    let t = measure("recall");
+    report("recall (tuning)", &t);
+    assert!(t.borrowed > 600 && t.true_items > 700, "{t:?}");
+    assert!(pct(t.borrowed_caught, t.borrowed) >= 90.0, "{t:?}");
+    assert!(pct(t.true_changed, t.true_items) <= 15.0, "{t:?}");
+    assert_eq!(t.true_lost, 0, "a true value was lost: {t:?}");
+}
+
+/// The held-out split, never tuned on. With values alone: 4.0% caught, 2.8% changed, 2 values
+/// lost (quotes of a sentence without them); measured with the rule: 80.6%, 11.1%, 3.
+#[test]
+fn a_value_borrowed_from_another_turn_is_caught_on_the_held_out_split() {
+    let t = measure("recall-heldout");
+    report("recall-heldout", &t);
+    assert!(t.borrowed > 400 && t.true_items > 400, "{t:?}");
+    assert!(pct(t.borrowed_caught, t.borrowed) >= 75.0, "{t:?}");
+    assert!(pct(t.true_changed, t.true_items) <= 15.0, "{t:?}");
+    assert!(t.true_lost <= 3, "true values were lost: {t:?}");
+}
