@@ -425,6 +425,17 @@ fn for_each_term(
     });
 }
 
+/// `word` lower-cased into `out` (cleared first), by ASCII when it is ASCII.
+pub fn lowercase_into(word: &str, out: &mut String) {
+    out.clear();
+    if word.is_ascii() {
+        out.push_str(word);
+        out.make_ascii_lowercase();
+    } else {
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+}
+
 /// Each word of `text` that can make a term, lower-cased.
 fn for_each_word(text: &str, mut each: impl FnMut(&str)) {
     let mut lower = String::new();
@@ -436,13 +447,7 @@ fn for_each_word(text: &str, mut each: impl FnMut(&str)) {
             (Some(c), None) if !c.is_ascii_digit() => continue,
             _ => {}
         }
-        lower.clear();
-        if word.is_ascii() {
-            lower.push_str(word);
-            lower.make_ascii_lowercase();
-        } else {
-            lower.extend(word.chars().flat_map(char::to_lowercase));
-        }
+        lowercase_into(word, &mut lower);
         each(&lower);
     }
 }

@@ -15,7 +15,8 @@ pub mod bm25;
 pub mod when;
 
 pub use analyze::{
-    Analyzer, SPEAKER_MARK, document_terms, is_stop_word, speaker_term, terms, visit_terms,
+    Analyzer, SPEAKER_MARK, document_terms, is_stop_word, lowercase_into, speaker_term, terms,
+    visit_terms,
 };
 pub use bm25::{Collection, Hit, top_k};
 pub use when::{Period, period_in};

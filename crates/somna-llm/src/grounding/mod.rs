@@ -33,16 +33,14 @@
 mod claims;
 
 pub use claims::{Claim, Evidence, claims};
-
-use claims::term_key;
 pub use somna_core::GroundingCounts;
 
 use std::collections::{BTreeMap, HashSet};
-
-use rustc_hash::FxHashMap;
 use std::sync::OnceLock;
 
-use somna_core::retrieval::{terms, visit_terms};
+use claims::term_key;
+use rustc_hash::FxHashMap;
+use somna_core::retrieval::{lowercase_into, terms, visit_terms};
 use somna_core::{JournalEntry, Role};
 use somna_text::extractive::{NONE, Section};
 use somna_text::transcript::Turn;
@@ -53,9 +51,9 @@ use somna_text::{cite, words as text};
 /// "Dmitri collects succulents [#113]" where only Bruno's turn #187 says "succulents" took the word
 /// from a turn it does not cite; the check finds it like a wrong number. A word no source says is
 /// no claim (it may be the model's paraphrase), nor is one said in several (a common word of the
-/// conversation). Chosen on the tuning split's planted facts (docs/llm.md): a fact's value put
-/// under another of the same conversation's questions is caught for 96% of them, and a true value
-/// under its question's (deliberately other) words is repaired for 18%.
+/// conversation). Chosen on the tuning split's planted facts (docs/llm.md, `borrowed_words.rs`):
+/// another person's value put under a question is caught for 91.8% of them, and a true value under
+/// its question's (deliberately other) words is re-cited or quoted for 11.3%.
 const RARE_WORD_SOURCES: usize = 1;
 
 /// Words that frame what was said rather than say it ("Also mentioned: …", "Nora asked: …", "they
@@ -287,13 +285,7 @@ impl Grounder {
                         if w.is_empty() {
                             continue;
                         }
-                        lower.clear();
-                        if w.is_ascii() {
-                            lower.push_str(w);
-                            lower.make_ascii_lowercase();
-                        } else {
-                            lower.extend(w.chars().flat_map(char::to_lowercase));
-                        }
+                        lowercase_into(w, &mut lower);
                         let seen = match self.words.get_mut(lower.as_str()) {
                             Some(seen) => seen,
                             None => self.words.entry(lower.clone()).or_default(),
@@ -607,17 +599,8 @@ impl Grounder {
     /// least one), as the item that replaces it: `[day] speaker: sentence`, shortened.
     fn quote(&self, cited: &[u64], text: &str) -> Option<(String, Vec<u64>, Vec<u64>)> {
         let words = text::content_words(text);
-        let q = self.closest_sentence(cited, |sentence| {
-            text::content_words(sentence).intersection(&words).count()
-        })?;
-        Some((self.quoted(&q), self.quote_cites(&q), q.line.cites.clone()))
-    }
-
-    /// The sentence of the `keys`' sources that `score` rates highest (above 0; the first of
-    /// equals), headings and markers aside.
-    fn closest_sentence(&self, keys: &[u64], score: impl Fn(&str) -> usize) -> Option<Quoted<'_>> {
-        let mut best: Option<(usize, Quoted<'_>)> = None;
-        for key in keys {
+        let mut best: Option<(usize, u64, &Source, String, &Line)> = None;
+        for key in cited {
             for source in self.sources.get(key).into_iter().flatten() {
                 for line in &source.lines {
                     for sentence in text::sentences(&line.text) {
@@ -627,50 +610,35 @@ impl Grounder {
                         {
                             continue;
                         }
-                        let rated = score(&sentence);
-                        if rated > 0 && best.as_ref().is_none_or(|b| rated > b.0) {
-                            best = Some((
-                                rated,
-                                Quoted {
-                                    key: *key,
-                                    source,
-                                    sentence,
-                                    line,
-                                },
-                            ));
+                        let shared = text::content_words(&sentence).intersection(&words).count();
+                        if shared > 0 && best.as_ref().is_none_or(|b| shared > b.0) {
+                            best = Some((shared, *key, source, sentence, line));
                         }
                     }
                 }
             }
         }
-        best.map(|(_, q)| q)
-    }
-
-    /// A quoted sentence as an item writes it: `[day] speaker: sentence`, shortened.
-    fn quoted(&self, q: &Quoted<'_>) -> String {
-        let sentence = shorten(&q.sentence);
-        match (&q.source.speaker, &q.source.at) {
+        let (_, key, source, sentence, line) = best?;
+        let sentence = shorten(&sentence);
+        let text = match (&source.speaker, &source.at) {
             (Some(s), Some(at)) => format!("[{}] {s}: {sentence}", &at[..10]),
             (Some(s), None) => format!("{s}: {sentence}"),
             _ => sentence,
-        }
-    }
-
-    /// What a quote cites: its source, or for an earlier summary's item that item's own sources.
-    fn quote_cites(&self, q: &Quoted<'_>) -> Vec<u64> {
-        if q.source.speaker.is_none()
-            && !q.line.cites.is_empty()
-            && self.sources.keys().any(|k| q.line.cites.contains(k))
+        };
+        // A quote of an earlier summary's item keeps that item's own sources.
+        let cites = if source.speaker.is_none()
+            && !line.cites.is_empty()
+            && self.sources.keys().any(|k| line.cites.contains(k))
         {
-            q.line
-                .cites
+            line.cites
                 .iter()
                 .copied()
                 .filter(|c| self.is_citable(*c))
                 .collect()
         } else {
-            vec![q.key]
-        }
+            vec![key]
+        };
+        Some((text, cites, line.cites.clone()))
     }
 
     /// The turns behind an item over `cited` sources: what the lines holding its values cite.
@@ -728,14 +696,6 @@ struct WordSeen {
     lower_case: bool,
     /// The counted sources that say it, up to [`RARE_WORD_SOURCES`] + 1 of them.
     sources: Vec<u64>,
-}
-
-/// A sentence of a source, chosen to be quoted.
-struct Quoted<'a> {
-    key: u64,
-    source: &'a Source,
-    sentence: String,
-    line: &'a Line,
 }
 
 /// A source text's lines: markers stripped, each line's own citations kept.

@@ -8,7 +8,8 @@
 //! 4,000-token window); each question whose answer turns sit in one body gives two items over
 //! that body's grounder: its true value under its question, citing the answer turns, and the
 //! value of another question of the same body (a lower-case value no answer turn of this question
-//! says) about someone else, citing the same turns. (The same person's other value is out of
+//! says) about someone else, citing the same turns. `SOMNA_SHOW=1` prints each item whose borrowed
+//! value got through, whose true value was lost, or that was changed. (The same person's other value is out of
 //! any word check's reach: "Bruno collects hazelnuts", re-cited to Bruno's "no hazelnuts near my
 //! plate", holds every name and word the sources can vouch for; the verb is the model's.)
 
