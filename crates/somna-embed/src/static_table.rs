@@ -38,6 +38,8 @@ pub struct StaticEmbedder {
     scales: Vec<f32>,
     width: usize,
     unknown: Option<u32>,
+    /// The id of `the`, the vocabulary's first (most frequent) word.
+    first_word: u32,
     name: String,
 }
 
@@ -128,6 +130,7 @@ impl StaticEmbedder {
             .collect();
         Ok(Self {
             unknown: ids.get("[UNK]").copied(),
+            first_word: u32::try_from(first_word).unwrap_or(u32::MAX),
             ids,
             rows,
             scales,
@@ -152,6 +155,18 @@ impl StaticEmbedder {
         let mut ids = Vec::new();
         self.tokenize(text, &mut ids, &mut String::new());
         ids
+    }
+
+    /// A word's place among the vocabulary's words by frequency (`the` is 1), when the word is
+    /// one token of the vocabulary; `None` when WordPiece splits it or does not know it (a rarer
+    /// word than any ranked one).
+    pub fn word_rank(&self, word: &str) -> Option<u32> {
+        match self.token_ids(word)[..] {
+            [id] if Some(id) != self.unknown && id >= self.first_word => {
+                Some(id - self.first_word + 1)
+            }
+            _ => None,
+        }
     }
 
     /// One unit-length vector per text. A text with no token that carries meaning (empty, or
@@ -375,6 +390,21 @@ mod tests {
             tokens,
             ["una", "##ffa", "##ble", ",", "isn", "'", "t", "it", "?"]
         );
+    }
+
+    #[test]
+    fn a_word_ranks_by_frequency_when_it_is_one_token() {
+        let e = StaticEmbedder::builtin().unwrap();
+        assert_eq!(e.word_rank("the"), Some(1));
+        assert_eq!(e.word_rank("The"), Some(1));
+        let (house, trombone) = (
+            e.word_rank("house").unwrap(),
+            e.word_rank("trombone").unwrap(),
+        );
+        assert!(house < trombone, "house {house}, trombone {trombone}");
+        assert_eq!(e.word_rank("unaffable"), None, "split into pieces");
+        assert_eq!(e.word_rank("two words"), None);
+        assert_eq!(e.word_rank(""), None);
     }
 
     #[test]

@@ -160,7 +160,7 @@ async fn summaries_fall_back_to_plain_text_once_a_server_refuses_response_format
             .map(|m| m["content"].to_string())
             .unwrap_or_default();
         if system.contains("You keep the memory of a long conversation") {
-            Reply::text("## Topic arc\n- Tobias and Wren talked about bread.\n## Decisions\n(none)")
+            Reply::text("## Topic arc\n- Tobias and Wren talked about the rye harvest.\n## Decisions\n(none)")
         } else {
             Reply::text("Indeed, Tobias.")
         }

@@ -6,7 +6,8 @@
 //! answer gives the same numbers as a `sources` list, and its reader writes them as the marker.
 //! [`Grounder::check`] reads the item's checkable values ([`claims`]: numbers, days, times, IDs,
 //! names; and each lower-case word the sources say in one source only, [`Claim::Word`]) and looks
-//! each one up in what it cites ([`Evidence`]):
+//! each one up in what it cites ([`Evidence`]); a lower-case word the sources never say must be an
+//! everyday word, or a common one near in meaning to what it cites (`Unsaid`):
 //!
 //! - every value found: **kept** as written;
 //! - a value missing from what it cites (or it cites nothing, or only numbers outside what it may
@@ -42,6 +43,7 @@ use claims::term_key;
 use rustc_hash::FxHashMap;
 use somna_core::retrieval::{lowercase_into, terms, visit_terms};
 use somna_core::{JournalEntry, Role};
+use somna_embed::StaticEmbedder;
 use somna_text::extractive::{NONE, Section};
 use somna_text::transcript::Turn;
 use somna_text::{cite, words as text};
@@ -64,6 +66,22 @@ const FRAMING_WORDS: &str = "mention say said tell told ask talk discuss agree d
 note share explain suggest promise offer confirm remind report describe recall remember reply answer \
 respond add state update request user assistant summary conversation topic detail question also \
 reflection lately revolve matter";
+
+/// A lower-case word that no source says is the model's own. It is a claim nothing backs
+/// ([`Unsaid`]) unless it is a common word (among this many of English's commonest, by the builtin
+/// table's vocabulary order) near in meaning to what the item cites ([`NEAR`]): "relocated" for
+/// "unpacked the last boxes in our Lisbon flat" is a paraphrase; "pilot" for "my shift on the
+/// ward" or "kombucha" anywhere is an invention. Chosen on the tuning split's planted facts with
+/// [`NEAR`] (docs/llm.md, `invented_words.rs`).
+const COMMON_WORDS: u32 = 15_000;
+
+/// A word no source says that is among this many of English's commonest ("take", "love", "year")
+/// says too little to be an invention: never weighed.
+const EVERYDAY_WORDS: u32 = 2_000;
+
+/// How near in meaning (the cosine of the builtin table's vectors) a common word no source says
+/// must be to the text of what an item cites to be a paraphrase rather than an invention.
+const NEAR: f32 = 0.05;
 
 /// Longest repaired item, in characters (a longer source sentence is cut at a word boundary).
 const MAX_REPAIR_CHARS: usize = 200;
@@ -156,6 +174,30 @@ pub struct Grounder {
     /// Which counted sources say each term (at most [`RARE_WORD_SOURCES`] + 1 of them), built
     /// the first time an item is checked ([`Grounder::item_claims`]).
     term_sources: OnceLock<FxHashMap<u64, Vec<u64>>>,
+    /// Each citable number's text as one vector of the builtin table, built the first time an
+    /// item's word no source says is weighed against it ([`Grounder::near`]).
+    vectors: BTreeMap<u64, OnceLock<Vec<f32>>>,
+    /// The terms (by [`term_key`]) of what the model was told about the agent (its persona):
+    /// said, so never a word no source says, but no source to cite ([`Grounder::knowing`]).
+    known_terms: HashSet<u64>,
+}
+
+/// A lower-case word of an item that no source says ([`COMMON_WORDS`]).
+#[derive(Debug)]
+struct Unsaid {
+    word: String,
+    /// Its vector when it is a common word (a paraphrase where it is near what is cited); `None`
+    /// for a rarer one, which nothing backs.
+    common: Option<Vec<f32>>,
+}
+
+/// The builtin static table (compiled in): ranks and vectors for [`Unsaid`] words. `None` only in
+/// a broken build (a test reads the table), and then every such word is a claim.
+fn table() -> Option<&'static StaticEmbedder> {
+    static TABLE: OnceLock<Option<StaticEmbedder>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| StaticEmbedder::builtin().ok())
+        .as_ref()
 }
 
 impl Grounder {
@@ -267,6 +309,17 @@ impl Grounder {
         }
     }
 
+    /// Adds what the model was told about the agent (its persona): a word of it is no word the
+    /// model made up ("Wren is the innkeeper" where the persona says so), though nothing there is
+    /// a source to cite, and its values back nothing.
+    #[must_use]
+    pub fn knowing(mut self, persona: &str) -> Self {
+        visit_terms(persona, |t| {
+            self.known_terms.insert(term_key(t));
+        });
+        self
+    }
+
     fn add(&mut self, key: u64, source: Source) {
         self.sources.entry(key).or_default().push(source);
     }
@@ -302,6 +355,7 @@ impl Grounder {
             }
         }
         self.evidence = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
+        self.vectors = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self
     }
 
@@ -345,10 +399,12 @@ impl Grounder {
     /// each lower-case word of it that the sources say in at most [`RARE_WORD_SOURCES`] of them,
     /// unless one of those sources names someone the item names (a name, a number, a word no
     /// source says, and a word taken from what was said of the same person are no such claims:
-    /// the first three are checked as values or not at all, and the last is the model's to
-    /// choose, since re-citing it would move the item to the person it is about anyway).
-    fn item_claims(&self, text: &str) -> Vec<Claim> {
+    /// the first two are checked as values, the third is weighed apart, and the last is the
+    /// model's to choose, since re-citing it would move the item to the person it is about
+    /// anyway). Beside them, the item's words that no source says ([`Unsaid`]).
+    fn item_claims(&self, text: &str) -> (Vec<Claim>, Vec<Unsaid>) {
         let mut out = self.claims_of(text);
+        let mut unsaid: Vec<Unsaid> = Vec::new();
         // The people the item names (the agent's own names, which every source supports, aside).
         let names: Vec<Claim> = out
             .iter()
@@ -356,27 +412,94 @@ impl Grounder {
             .cloned()
             .collect();
         let sources = self.term_sources();
-        for word in text.split(|c: char| !c.is_alphanumeric()) {
+        for word in text.split(|c: char| !c.is_alphanumeric() && c != '\'') {
             if !word.starts_with(char::is_lowercase) || word.chars().any(|c| c.is_ascii_digit()) {
                 continue;
             }
-            for term in terms(word) {
-                let Some(keys) = sources.get(&term_key(&term)) else {
-                    continue;
-                };
-                let rare = keys.len() <= RARE_WORD_SOURCES && !framing().contains(&term);
-                let known = out
-                    .iter()
-                    .any(|c| matches!(c, Claim::Word { term: t, .. } if *t == term));
-                if rare && !known && !keys.iter().any(|k| self.names_any(*k, &names)) {
-                    out.push(Claim::Word {
-                        word: word.to_string(),
-                        term,
-                    });
+            let mut said = false;
+            let mut any = false;
+            for part in word.split('\'') {
+                for term in terms(part) {
+                    any = true;
+                    if self.known_terms.contains(&term_key(&term)) {
+                        said = true;
+                        continue;
+                    }
+                    let Some(keys) = sources.get(&term_key(&term)) else {
+                        continue;
+                    };
+                    said = true;
+                    let rare = !keys.is_empty()
+                        && keys.len() <= RARE_WORD_SOURCES
+                        && !framing().contains(&term);
+                    let known = out
+                        .iter()
+                        .any(|c| matches!(c, Claim::Word { term: t, .. } if *t == term));
+                    if rare && !known && !keys.iter().any(|k| self.names_any(*k, &names)) {
+                        out.push(Claim::Word {
+                            word: part.to_string(),
+                            term,
+                        });
+                    }
                 }
             }
+            // A word with an apostrophe ("didn't") is read in its parts, and a framing word is
+            // the summary's own; neither is weighed as a word no source says.
+            if any
+                && !said
+                && !word.contains('\'')
+                && !terms(word).iter().any(|t| framing().contains(t))
+                && !unsaid.iter().any(|u| u.word == word)
+            {
+                let rank = table().and_then(|t| t.word_rank(word));
+                if rank.is_some_and(|r| r <= EVERYDAY_WORDS) {
+                    continue;
+                }
+                let common = table()
+                    .filter(|_| rank.is_some_and(|r| r <= COMMON_WORDS))
+                    .and_then(|t| t.embed(&[word]).pop());
+                unsaid.push(Unsaid {
+                    word: word.to_string(),
+                    common,
+                });
+            }
         }
-        out
+        (out, unsaid)
+    }
+
+    /// True when every word of `unsaid` is a common word near in meaning to the text of the
+    /// sources `keys` ([`COMMON_WORDS`], [`NEAR`]).
+    fn near(&self, unsaid: &[Unsaid], keys: &[u64]) -> bool {
+        if unsaid.is_empty() {
+            return true;
+        }
+        let Some(table) = table() else { return false };
+        let mut sum = vec![0f32; table.dims()];
+        for k in keys {
+            let Some(cell) = self.vectors.get(k) else {
+                continue;
+            };
+            let v = cell.get_or_init(|| {
+                let text: Vec<&str> = self
+                    .sources
+                    .get(k)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|s| s.lines.iter().map(|l| l.text.as_str()))
+                    .collect();
+                table.embed(&[&text.join("\n")]).pop().unwrap_or_default()
+            });
+            for (s, x) in sum.iter_mut().zip(v) {
+                *s += x;
+            }
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        norm > 0.0
+            && unsaid.iter().all(|u| {
+                u.common.as_ref().is_some_and(|v| {
+                    v.iter().zip(&sum).map(|(a, b)| a * b).sum::<f32>() >= NEAR * norm
+                })
+            })
     }
 
     /// True when a source of `key` says one of `names` (as its speaker or in its text; names the
@@ -397,7 +520,8 @@ impl Grounder {
     }
 
     /// Which counted sources (by key) say each term (by [`term_key`]), up to
-    /// [`RARE_WORD_SOURCES`] + 1 of them: the sources of each word ([`Grounder::finish`] counted
+    /// [`RARE_WORD_SOURCES`] + 1 of them (none for a term only uncounted sources say, so that every
+    /// term the sources say is a key): the sources of each word ([`Grounder::finish`] counted
     /// them as it read the words), merged by the word's term. Each distinct word is analyzed once,
     /// by the thread's analyzer (a compaction's words were mostly stemmed for the compactions
     /// before it).
@@ -405,9 +529,6 @@ impl Grounder {
         self.term_sources.get_or_init(|| {
             let mut keys: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
             for (word, seen) in &self.words {
-                if seen.sources.is_empty() {
-                    continue;
-                }
                 visit_terms(word, |t| {
                     let list = keys.entry(term_key(t)).or_default();
                     for key in &seen.sources {
@@ -474,7 +595,7 @@ impl Grounder {
     /// The check; `others`: values only from sources that are not the agent's own turns.
     fn check_from(&self, text: &str, cites: &[u64], others: bool) -> Checked {
         let text = text.trim().to_string();
-        let claims = self.item_claims(&text);
+        let (claims, unsaid) = self.item_claims(&text);
         let valid: Vec<u64> = cites
             .iter()
             .copied()
@@ -486,7 +607,7 @@ impl Grounder {
             .copied()
             .filter(|c| !others || !self.is_agents(*c))
             .collect();
-        let missing: Vec<String> = if valid.is_empty() {
+        let mut missing: Vec<String> = if valid.is_empty() {
             claims.iter().map(ToString::to_string).collect()
         } else {
             // With only the agent's own turns cited about others, the agent's names alone.
@@ -500,6 +621,10 @@ impl Grounder {
                 .map(ToString::to_string)
                 .collect()
         };
+        // The words no source says: a paraphrase of what it cites, or the model's invention.
+        if !self.near(&unsaid, &backing) {
+            missing.extend(unsaid.iter().map(|u| u.word.clone()));
+        }
         // An item with no value to check must still be about what it cites: at least one content
         // word in common (an echo of the instructions is about nothing).
         let about = !claims.is_empty() || self.shares_words(&valid, &text);
@@ -514,7 +639,7 @@ impl Grounder {
             };
         }
         if !text.is_empty()
-            && let Some(source) = self.one_source_of(&claims, &text, others)
+            && let Some(source) = self.one_source_of(&claims, &unsaid, &text, others)
         {
             let turns = self.turns_behind(&[source], &claims, &text);
             return Checked {
@@ -560,15 +685,26 @@ impl Grounder {
     /// the most content words with the item. The half keeps a re-citation to what the item says:
     /// "Bruno collects hazelnuts [#629]" holds its name and its value in Bruno's "hazelnuts make me
     /// sick" (#670), but not "collects", which the sources say elsewhere; moved there it would
-    /// make a fact of the wrong sentence. A word no source says (the model's paraphrase) is not
-    /// asked for.
-    fn one_source_of(&self, claims: &[Claim], text: &str, others: bool) -> Option<u64> {
+    /// make a fact of the wrong sentence. The item's words no source says must be paraphrases of
+    /// the source found ([`Grounder::near`]); an invention is in none.
+    fn one_source_of(
+        &self,
+        claims: &[Claim],
+        unsaid: &[Unsaid],
+        text: &str,
+        others: bool,
+    ) -> Option<u64> {
         let words = text::content_words(text);
         let need_words = if claims.is_empty() { 2 } else { 1 };
         let counts = self.term_sources();
         let mut said: Vec<String> = terms(text)
             .into_iter()
-            .filter(|t| counts.contains_key(&term_key(t)) && !framing().contains(t))
+            .filter(|t| {
+                counts
+                    .get(&term_key(t))
+                    .is_some_and(|keys| !keys.is_empty())
+                    && !framing().contains(t)
+            })
             .collect();
         said.sort_unstable();
         said.dedup();
@@ -593,6 +729,7 @@ impl Grounder {
             .filter(|(_, shared)| *shared >= need_words)
             .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
             .map(|(k, _)| k)
+            .filter(|k| self.near(unsaid, &[*k]))
     }
 
     /// The sentence of the cited sources closest to `text` (most content words in common, at
@@ -859,16 +996,35 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     }
 }
 
-/// Checks each item of a list answer (extracted facts, consolidated facts, reflections).
+/// Checks each item of a list answer over journal entries (consolidated facts, reflections).
 pub fn ground_lines<'a>(
     items: impl IntoIterator<Item = &'a str>,
     grounder: &Grounder,
+) -> (Vec<Checked>, GroundingCounts, Vec<String>) {
+    ground_each(items, grounder, Grounder::check)
+}
+
+/// Checks each fact a model pulled out of a transcript (a pre-compaction extraction) as a fact
+/// about the world: held to what others said ([`Grounder::check_about_others`]), so what only the
+/// agent's own turns say ("You owe me 500 gold") is committed as the agent's words, quoted, and
+/// not as "Aldric owes 500 gold".
+pub fn ground_facts<'a>(
+    items: impl IntoIterator<Item = &'a str>,
+    grounder: &Grounder,
+) -> (Vec<Checked>, GroundingCounts, Vec<String>) {
+    ground_each(items, grounder, Grounder::check_about_others)
+}
+
+fn ground_each<'a>(
+    items: impl IntoIterator<Item = &'a str>,
+    grounder: &Grounder,
+    check: impl Fn(&Grounder, &str) -> Checked,
 ) -> (Vec<Checked>, GroundingCounts, Vec<String>) {
     let mut counts = GroundingCounts::default();
     let mut examples = Vec::new();
     let mut kept = Vec::new();
     for item in items {
-        let checked = grounder.check(item);
+        let checked = check(grounder, item);
         tally(&mut counts, &mut examples, item, &checked);
         if checked.verdict != Verdict::Dropped {
             kept.push(checked);

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use somna_core::{JournalEntry, Role, SourceType, Timestamp};
-use somna_llm::grounding::{self, Grounder, Verdict};
+use somna_llm::grounding::{self, Checked, Grounder, Verdict};
 use somna_llm::prompts;
 use somna_text::cite;
 use somna_text::transcript::Turn;
@@ -114,13 +114,14 @@ fn citation() -> impl Strategy<Value = Citation> {
     ]
 }
 
-/// A true item about `p`, in one of a few phrasings (a subset of its values).
+/// A true item about `p`, in one of a few phrasings (a subset of its values, in words the turn
+/// says or everyday ones: a rarer word no turn says is a claim nothing backs).
 fn true_item(p: &Planted, phrasing: usize) -> String {
     match phrasing % 4 {
         0 => format!("{} paid {} silver for the {}", p.name, p.price, p.item),
-        1 => format!("[{}] {} owes ledger {}", p.date(), p.name, p.ledger),
+        1 => format!("[{}] {} has ledger {} due", p.date(), p.name, p.ledger),
         2 => format!("The {} cost {} silver, due {}", p.item, p.price, p.date()),
-        _ => format!("{} meets about the {} at {}:30", p.name, p.item, p.hour),
+        _ => format!("{}'s {} is due at {}:30", p.name, p.item, p.hour),
     }
 }
 
@@ -129,9 +130,9 @@ fn false_item(p: &Planted, lie: &Invented) -> String {
     match lie {
         Invented::Name(n) => format!("{n} paid {} silver for the {}", p.price, p.item),
         Invented::Price(x) => format!("{} paid {x} silver for the {}", p.name, p.item),
-        Invented::Ledger(l) => format!("{} owes ledger {l}", p.name),
+        Invented::Ledger(l) => format!("{} has ledger {l} due", p.name),
         Invented::Date(d) => format!("[{d}] {} bought the {}", p.name, p.item),
-        Invented::Time(t) => format!("{} meets about the {} at {t}", p.name, p.item),
+        Invented::Time(t) => format!("{}'s {} is due at {t}", p.name, p.item),
     }
 }
 
@@ -404,13 +405,9 @@ fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
     assert!(!missing.iter().any(|m| m == "silver"), "{missing:?}");
 }
 
-/// What the agent said backs what the agent said, did or promised, not a fact about the people it
-/// talks to: a `User facts` item whose values only the agent's own turns hold is re-cited to a
-/// turn of theirs that holds them, or else replaced by the agent's words quoted as the agent's;
-/// the same item in another section, and a user fact the user said, are kept.
-#[test]
-fn a_user_fact_rests_on_the_users_words_not_the_agents() {
-    let turns = [
+/// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
+fn innkeeper_and_aldric() -> [Turn; 3] {
+    [
         Turn::new(
             2,
             Role::User,
@@ -423,8 +420,17 @@ fn a_user_fact_rests_on_the_users_words_not_the_agents() {
             "You owe me 500 gold for last winter, Aldric. The room is 40 silver.",
         ),
         Turn::new(4, Role::User, "My sister Elsbeth arrives on Friday.").with_name("Aldric"),
-    ];
-    let g = Grounder::from_turns(&turns, &["Wren"]);
+    ]
+}
+
+/// What the agent said backs what the agent said, did or promised, not a fact about the people it
+/// talks to: a `User facts` item whose values only the agent's own turns hold is re-cited to a
+/// turn of theirs that holds them, or else replaced by the agent's words quoted as the agent's;
+/// the same item in another section, and a user fact the user said, are kept.
+#[test]
+fn a_user_fact_rests_on_the_users_words_not_the_agents() {
+    let g = Grounder::from_turns(&innkeeper_and_aldric(), &["Wren"])
+        .knowing("You are Wren, the innkeeper of the Gilded Goose.");
     let summary = "## Decisions\n- Wren told Aldric he owes 500 gold [#3]\n\n## User facts\n\
 - Aldric owes 500 gold [#3]\n- Aldric will pay 40 silver on Friday [#3]\n\
 - Aldric's sister Elsbeth arrives on Friday [#4]\n- Wren is the innkeeper [#3]";
@@ -445,16 +451,41 @@ fn a_user_fact_rests_on_the_users_words_not_the_agents() {
         "{text}"
     );
     assert!(facts.contains("Elsbeth arrives on Friday [#4]"), "{text}");
-    // The agent's own name needs no one else's word.
+    // The agent's own name needs no one else's word, nor a word of its persona a turn's.
     assert!(facts.contains("Wren is the innkeeper [#3]"), "{text}");
     assert_eq!(grounded.counts.kept, 3, "{grounded:?}");
     assert_eq!(grounded.counts.repaired, 2, "{grounded:?}");
 }
 
+/// A fact pulled out of a transcript is a fact about the world: what only the agent's own turns
+/// say is committed as the agent's words, not as a fact about the person it was said to; what
+/// that person said is kept, and an item about the agent itself needs no one else's word.
+#[test]
+fn an_extracted_fact_rests_on_what_others_said() {
+    let g = Grounder::from_turns(&innkeeper_and_aldric(), &["Wren"]);
+    let facts = [
+        "Aldric owes 500 gold [#3]",
+        "Aldric will pay 40 silver on Friday [#2]",
+        "Wren asked for the room money [#3]",
+    ];
+    let (checked, counts, _) = grounding::ground_facts(facts, &g);
+    let texts: Vec<String> = checked.iter().map(Checked::cited).collect();
+    assert!(
+        texts[0].starts_with("assistant: You owe me 500 gold"),
+        "{texts:?}"
+    );
+    assert_eq!(texts[1], facts[1], "{texts:?}");
+    assert_eq!(texts[2], facts[2], "{texts:?}");
+    assert_eq!((counts.kept, counts.repaired), (2, 1), "{counts:?}");
+    // The same fact over journal entries (a sleep's consolidation) is checked as written.
+    let (lines, _, _) = grounding::ground_lines(["Aldric owes 500 gold [#3]"], &g);
+    assert_eq!(lines[0].verdict, Verdict::Kept, "{lines:?}");
+}
+
 /// A word the sources say in one turn only is a claim of an item that uses it: an item that puts
 /// it under another turn (someone else's fact under this person's) is caught like a wrong number;
-/// a word several turns say, a word no turn says, and a word from a turn about the same person
-/// are not checked.
+/// a word several turns say, an everyday word no turn says, and a word from a turn about the same
+/// person are not checked.
 #[test]
 fn a_word_one_turn_says_must_be_cited_where_it_was_said() {
     let turns = [
@@ -472,16 +503,16 @@ fn a_word_one_turn_says_must_be_cited_where_it_was_said() {
     ];
     let g = Grounder::from_turns(&turns, &[]);
     // Bruno's word under Dmitri's turn: not kept, and not committed.
-    let borrowed = g.check("Dmitri collects succulents [#10]");
+    let borrowed = g.check("Dmitri got succulents [#10]");
     assert_ne!(borrowed.verdict, Verdict::Kept, "{borrowed:?}");
     assert!(!borrowed.text.contains("succulents"), "{borrowed:?}");
     assert_eq!(borrowed.missing, vec!["succulents".to_string()]);
-    // Said in several turns ("maps"), in none ("collects"), or by a turn naming Dmitri
-    // ("charts", #13): the model's to choose.
+    // Said in several turns ("maps"), or by a turn naming Dmitri ("charts", #13): the model's to
+    // choose (as an everyday word no turn says is: "got").
     for item in [
-        "Dmitri collects maps [#10]",
-        "Dmitri hoards old maps [#10]",
-        "Dmitri collects harbour charts [#10]",
+        "Dmitri got maps [#10]",
+        "Dmitri has old maps [#10]",
+        "Dmitri got harbour charts [#10]",
     ] {
         assert_eq!(g.check(item).verdict, Verdict::Kept, "{item}");
     }
@@ -495,4 +526,58 @@ fn a_word_one_turn_says_must_be_cited_where_it_was_said() {
     assert!(!two.text.contains("succulents"), "{two:?}");
     let both = g.check("Lucas's friend Kirsten, visiting next month, opened a bookshop [#14, #15]");
     assert_eq!(both.verdict, Verdict::Kept, "{both:?}");
+}
+
+/// A word no turn says is the model's own: a paraphrase when it is a common word near in meaning to
+/// what the item cites (or an everyday word, or the persona's), and otherwise an invention that
+/// nothing backs: the item is replaced by its turn's own words, and the word is not committed.
+#[test]
+fn a_word_no_turn_says_is_an_invention_unless_it_paraphrases_what_is_cited() {
+    let turns = [
+        Turn::new(
+            10,
+            Role::User,
+            "I've been a nurse on the night ward for ten years.",
+        )
+        .with_name("Dmitri"),
+        Turn::new(11, Role::User, "My windowsill is full of succulents now.").with_name("Bruno"),
+        Turn::new(
+            12,
+            Role::User,
+            "Finally unpacked the last boxes in our Lisbon flat.",
+        )
+        .with_name("Omar"),
+    ];
+    let g = Grounder::from_turns(&turns, &["Wren"])
+        .knowing("You are Wren, the innkeeper of the Gilded Goose.");
+    // Inventions: words no turn says, rare or far from the turn cited.
+    for (item, invented) in [
+        ("Dmitri brews kombucha on the night ward [#10]", "kombucha"),
+        (
+            "Bruno keeps a pet tortoise on the windowsill [#11]",
+            "tortoise",
+        ),
+        ("Omar moved into a houseboat in Lisbon [#12]", "houseboat"),
+    ] {
+        let c = g.check(item);
+        assert_ne!(c.verdict, Verdict::Kept, "{item}: {c:?}");
+        assert!(c.missing.contains(&invented.to_string()), "{item}: {c:?}");
+        assert!(!c.text.to_lowercase().contains(invented), "{item}: {c:?}");
+        // What is committed instead is the turn's own sentence.
+        assert_eq!(c.verdict, Verdict::Repaired, "{item}: {c:?}");
+        assert!(
+            c.text
+                .contains(&turns[(c.cites[0] - 10) as usize].content[..20]),
+            "{c:?}"
+        );
+    }
+    // Everyday words, the persona's words and words the turns say are the model's to use.
+    for item in [
+        "Dmitri has worked as a nurse for ten years [#10]",
+        "Wren, the innkeeper, heard that Bruno has a windowsill full of succulents [#11]",
+        "Omar unpacked the last boxes in his Lisbon flat [#12]",
+    ] {
+        let c = g.check(item);
+        assert_eq!(c.verdict, Verdict::Kept, "{item}: {c:?}");
+    }
 }

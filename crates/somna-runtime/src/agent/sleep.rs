@@ -176,11 +176,12 @@ impl JobContext {
         Ok((entries.len(), n))
     }
 
-    /// What a fact or a reflection over `entries` may cite: the entries, and the persona's names.
+    /// What a fact or a reflection over `entries` may cite: the entries, and the persona's names
+    /// (its other words are the model's to use, not to cite).
     fn entry_grounder(&self, entries: &[JournalEntry]) -> Grounder {
         let names = grounding::names_in(&self.config.persona);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        Grounder::from_entries(entries, &names)
+        Grounder::from_entries(entries, &names).knowing(&self.config.persona)
     }
 
     /// Writes a reflection when enough importance has accumulated since the last one: at most

@@ -219,7 +219,7 @@ summaries of summaries may lose accuracy"
         let mut counts = GroundingCounts::default();
         let mut kept = Vec::new();
         for (fact, importance) in facts {
-            let (checked, one, _) = grounding::ground_lines([fact.as_str()], &grounder);
+            let (checked, one, _) = grounding::ground_facts([fact.as_str()], &grounder);
             counts.add(one);
             kept.extend(checked.into_iter().map(|c| (c, importance)));
         }

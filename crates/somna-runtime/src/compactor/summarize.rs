@@ -30,12 +30,13 @@ pub(super) struct Summary {
 }
 
 /// What the items written about `plan`'s body may cite: its turns (and the items of an earlier
-/// summary among them), and the names of the agent's persona.
+/// summary among them), and the names of the agent's persona (its other words are the model's to
+/// use, not to cite).
 pub(super) fn body_grounder(plan: &Plan, history: &[Message], config: &AgentConfig) -> Grounder {
     let turns: Vec<Turn> = plan.body(history).iter().map(Turn::from).collect();
     let names = grounding::names_in(&config.persona);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    Grounder::from_turns(&turns, &names)
+    Grounder::from_turns(&turns, &names).knowing(&config.persona)
 }
 
 /// Why an LLM summary could not be used.

@@ -1,8 +1,8 @@
 //! A model that invents on purpose: [`inventing_reply`] answers Somna's memory requests (summary,
 //! merge, extraction, consolidation, reflection) with well-formed answers — JSON when the request
 //! asks for a schema, text otherwise — whose items mix true ones (a turn's or an entry's own first
-//! sentence, citing it) with items carrying names, prices, ledger IDs and dates found nowhere in
-//! the request ([`INVENTED`]), with right-looking, wrong, out-of-range and missing citations.
+//! sentence, citing it) with items carrying names, prices, ledger IDs, dates and a plain word
+//! found nowhere in the request ([`INVENTED`]), with right-looking, wrong, out-of-range and missing citations.
 //! Tests check that none of [`INVENTED`] is ever committed to history, journal or memory.
 
 use serde_json::{Value, json};
@@ -11,7 +11,8 @@ use super::{RecordedRequest, Reply};
 
 /// Every value the inventing stub makes up. None of them occurs in any fixture: a test that finds
 /// one in what Somna committed has found an invented value committed as memory.
-pub const INVENTED: [&str; 9] = [
+pub const INVENTED: [&str; 10] = [
+    "kombucha",
     "Zorbath",
     "Quillane",
     "Ignatz",
@@ -109,6 +110,11 @@ fn inventions(first: u64) -> Vec<(String, Vec<u64>)> {
         (
             "Brother Ignatz keeps ledger ZR-8820 with 6113 crowns".into(),
             vec![999_999],
+        ),
+        // No name, number or date: a word nobody said.
+        (
+            "Everyone at the mill brews kombucha by the barrel".into(),
+            vec![first],
         ),
     ]
 }
