@@ -236,7 +236,8 @@ fn note(id: &str, content: &str) -> somna_core::ToolCall {
 
 /// A journal note is a claim the model makes, and notes become memory facts at the next sleep: a
 /// note holding a value that nothing the agent was shown holds (not the turn, not its history,
-/// not the memory facts and archived turns of its working context) is not written, and the model
+/// not the memory facts and archived turns of its working context), or a rare word nothing there
+/// says, is not written, and the model
 /// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
 /// was shown are written as before.
 #[actix::test]
@@ -272,6 +273,8 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             note("n2", "Zorbath owes 9871 silver on ledger QX-5531"),
             // In the memory fact the working context showed.
             note("n3", "Odo still owes 75 copper for the kettle"),
+            // No value, but a rare word nobody said.
+            note("n4", "Aldric brews kombucha behind the saddle shop"),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -291,7 +294,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         written.iter().any(|c| c.contains("Odo still owes")),
         "{written:?}"
     );
-    for invented in ["Zorbath", "9871", "QX-5531"] {
+    for invented in ["Zorbath", "9871", "QX-5531", "kombucha"] {
         assert!(
             !written.iter().any(|c| c.contains(invented)),
             "{invented} was written: {written:?}"
@@ -310,7 +313,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     );
     let second = &stub.requests()[1];
     assert!(second.prompt_text().contains("not written"));
-    // The host was told once, naming the values.
+    // The host was told once per refused note, naming the values.
     let warnings: Vec<String> = h
         .events()
         .into_iter()
@@ -319,9 +322,10 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             _ => None,
         })
         .collect();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(
         warnings[0].contains("9871") && warnings[0].contains("qx5531"),
         "{warnings:?}"
     );
+    assert!(warnings[1].contains("kombucha"), "{warnings:?}");
 }

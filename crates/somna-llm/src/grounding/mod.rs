@@ -19,8 +19,8 @@
 //! Nothing a model invents is committed: a kept item's values are all in its sources, a repaired
 //! one is either such an item or a quote.
 //!
-//! A journal note (`journal_add`) cites nothing: it is written only when every value in it is in
-//! something the agent was shown that turn ([`Grounder::unsupported`] over the turn's prompt), and
+//! A journal note (`journal_add`) cites nothing: it is written only when every value in it (and,
+//! in a note about someone, every rare word) is in something the agent was shown that turn ([`Grounder::unsupported`] over the turn's prompt), and
 //! its arguments are never a source for another item (a summary citing the turn that wrote it).
 //!
 //! The check is deterministic, local and cheap (word and value lookups in hash sets;
@@ -543,7 +543,9 @@ impl Grounder {
     }
 
     /// The values of `text` (an uncited claim: a journal note the model writes) that no source
-    /// holds, nor the known names, each as the check writes it; empty when every value is in
+    /// holds, nor the known names, each as the check writes it, and (when it names someone) its
+    /// words that no source says and that are rarer than English's [`COMMON_WORDS`] commonest;
+    /// empty when every value is in
     /// something the sources say. Unlike [`Grounder::check`], a text with no value to check
     /// passes: a note that names nothing checkable invents nothing checkable.
     pub fn unsupported(&self, text: &str) -> Vec<String> {
@@ -560,6 +562,23 @@ impl Grounder {
                 missing.push(c);
             }
         }
+        // In a note about someone, a rare word nothing says ("Aldric brews kombucha"): there is
+        // no cited text to weigh a common one against, so only a rarer one is taken for the
+        // model's invention. A note about nobody ("Be kind to travellers") is the agent's own
+        // counsel.
+        if !claims
+            .iter()
+            .any(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)))
+        {
+            return missing;
+        }
+        let (_, unsaid) = self.item_claims(text.trim());
+        missing.extend(
+            unsaid
+                .into_iter()
+                .filter(|u| u.common.is_none())
+                .map(|u| u.word),
+        );
         missing
     }
 

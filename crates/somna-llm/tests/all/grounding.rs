@@ -403,6 +403,14 @@ fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
         );
     }
     assert!(!missing.iter().any(|m| m == "silver"), "{missing:?}");
+    // In a note about someone, a rare word nobody said is the model's invention; a common one
+    // cannot be weighed without a cited text, and passes (as a note about nobody does).
+    let missing = g.unsupported("Aldric brews kombucha for the sword");
+    assert!(missing.contains(&"kombucha".to_string()), "{missing:?}");
+    assert!(
+        g.unsupported("Aldric seems worried about the sword")
+            .is_empty()
+    );
 }
 
 /// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
