@@ -180,6 +180,9 @@ pub struct Grounder {
     /// The terms (by [`term_key`]) of what the model was told about the agent (its persona):
     /// said, so never a word no source says, but no source to cite ([`Grounder::knowing`]).
     known_terms: HashSet<u64>,
+    /// The words of every speaker's name, lower-cased (roles aside): the people a turn may report
+    /// on ([`Grounder::credited`]), gathered the first time a turn is read for them.
+    people: OnceLock<HashSet<String>>,
 }
 
 /// A lower-case word of an item that no source says ([`COMMON_WORDS`]).
@@ -357,6 +360,119 @@ impl Grounder {
         self.evidence = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self.vectors = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self
+    }
+
+    /// The words of every speaker's name, lower-cased (roles aside), gathered once.
+    fn people(&self) -> &HashSet<String> {
+        self.people.get_or_init(|| {
+            let roles = [Role::User, Role::Assistant, Role::Tool, Role::System].map(Role::as_str);
+            self.sources
+                .values()
+                .flatten()
+                .filter_map(|s| s.speaker.as_deref())
+                .filter(|n| !roles.contains(n))
+                .flat_map(text::words)
+                .collect()
+        })
+    }
+
+    /// The item's names (of `claims`) that the sources `keys` back only as the speaker of a turn
+    /// that reports on someone else, whom the item does not name: "Lucas collects old maps [#113]"
+    /// where #113 is Lucas saying "Dmitri has started collecting old maps" gives Lucas what he said
+    /// of Dmitri. A turn in its speaker's own voice (a first-person word: "I", "my", "we") backs
+    /// its speaker's name, and so does one that names nobody else but whom it addresses ("Ingrid,
+    /// guess what: bought a car!"); a name its text says is backed as any value, and so is the
+    /// speaker an item quotes (`Lucas: Dmitri has started …`, `[2026-06-03] Lise: …`).
+    fn credited(&self, keys: &[u64], claims: &[Claim], text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        // Who the item quotes: the label before its first colon, after a leading `[day]`.
+        let quoted = text
+            .trim_start()
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once(']'))
+            .map_or(text, |(_, rest)| rest)
+            .split_once(':')
+            .map(|(label, _)| label)
+            .filter(|label| label.split_whitespace().count() <= 3)
+            .unwrap_or("");
+        for c in claims {
+            let words = match c {
+                Claim::Name(words) => words.as_slice(),
+                Claim::Lead(word) => std::slice::from_ref(word),
+                _ => continue,
+            };
+            if self.known.supports(c) || words.iter().all(|w| says_word(quoted, w)) {
+                continue;
+            }
+            let (mut backed, mut reported) = (false, false);
+            for s in keys.iter().filter_map(|k| self.sources.get(k)).flatten() {
+                let says = |t: &str| words.iter().all(|w| says_word(t, w));
+                if s.lines.iter().any(|l| says(&l.text)) {
+                    backed = true;
+                } else if s.speaker.as_deref().is_some_and(says) {
+                    let others = self.reported_by(s, text);
+                    if others.is_empty() || others.iter().any(|p| names(claims, p)) {
+                        backed = true;
+                    } else {
+                        reported = true;
+                    }
+                }
+            }
+            if reported && !backed {
+                out.push(c.to_string());
+            }
+        }
+        out
+    }
+
+    /// The people (name words, lower-cased) a turn tells of other than its speaker, in what it
+    /// says of `item`: the clauses of the turn that share the most content words with the item
+    /// (the whole turn when none shares one). A clause in its speaker's own voice (see
+    /// [`FIRST_PERSON`]) tells of nobody else, nor does a name that only addresses someone
+    /// ("Ingrid, …", "…, Ingrid!").
+    fn reported_by(&self, s: &Source, item: &str) -> Vec<String> {
+        let words = text::content_words(item);
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut most = 0;
+        for line in &s.lines {
+            for clause in line.text.split([',', ';', ':', '.', '!', '?', '—', '–']) {
+                let shared = text::content_words(clause).intersection(&words).count();
+                if shared > most {
+                    most = shared;
+                    clauses.clear();
+                }
+                if shared == most && shared > 0 {
+                    clauses.push(clause);
+                }
+            }
+        }
+        if clauses.is_empty() {
+            clauses = s.lines.iter().map(|l| l.text.as_str()).collect();
+        }
+        let speaker = s.speaker.as_deref().unwrap_or("");
+        let mut out = Vec::new();
+        for clause in clauses {
+            if in_first_person(clause) {
+                continue;
+            }
+            for (word, before, after) in words_in_context(clause) {
+                let lower = word.to_lowercase();
+                if !word.starts_with(char::is_uppercase)
+                    || !self.people().contains(&lower)
+                    || says_word(speaker, &lower)
+                    || out.contains(&lower)
+                {
+                    continue;
+                }
+                let end = |c: Option<char>| matches!(c, Some('.' | '!' | '?'));
+                let vocative =
+                    (after == Some(',') && end(before)) || (before == Some(',') && end(after));
+                if !vocative {
+                    out.push(lower);
+                }
+            }
+        }
+        out
     }
 
     /// True when the sources write `word` (lower-cased) in lower case somewhere.
@@ -640,6 +756,10 @@ impl Grounder {
                 .map(ToString::to_string)
                 .collect()
         };
+        // A name backed only as the speaker of what they said of someone else.
+        if !backing.is_empty() {
+            missing.extend(self.credited(&backing, &claims, &text));
+        }
         // The words no source says: a paraphrase of what it cites, or the model's invention.
         if !self.near(&unsaid, &backing) {
             missing.extend(unsaid.iter().map(|u| u.word.clone()));
@@ -736,6 +856,7 @@ impl Grounder {
                         && 2 * said.iter().filter(|t| e.holds_term(t)).count() >= said.len()
                 })
             })
+            .filter(|k| self.credited(&[**k], claims, text).is_empty())
             .map(|k| {
                 let shared = self.sources[k]
                     .iter()
@@ -836,6 +957,72 @@ fn says_word(text: &str, word: &str) -> bool {
         } else {
             w.to_lowercase() == word
         }
+    })
+}
+
+/// The words that put a turn in its speaker's own voice as its subject or owner (a word's part
+/// before an apostrophe: "I'm", "we've"); "me" and "us" do not ("Ingrid lent me her book" is
+/// about what Ingrid did).
+const FIRST_PERSON: [&str; 8] = [
+    "i",
+    "my",
+    "mine",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+];
+
+/// True when `text` says a word of [`FIRST_PERSON`].
+fn in_first_person(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .filter_map(|w| w.split(['\'', '’']).next())
+        .any(|w| {
+            FIRST_PERSON
+                .iter()
+                .any(|p| w.len() == p.len() && w.eq_ignore_ascii_case(p))
+        })
+}
+
+/// Each word of `text` with the nearest character before it and after it that is not white
+/// space: `None` when that is part of a word, `.` at the text's ends.
+fn words_in_context(text: &str) -> Vec<(&str, Option<char>, Option<char>)> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '\'' || c == '’';
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (start, is_word(c) && i < text.len()) {
+            (None, true) => start = Some(i),
+            (Some(b), false) => {
+                start = None;
+                let before = text[..b].chars().rev().find(|c| !c.is_whitespace());
+                let after = text[i..].chars().find(|c| !c.is_whitespace());
+                let mark = |c: Option<char>| match c {
+                    None => Some('.'),
+                    Some(c) if is_word(c) => None,
+                    c => c,
+                };
+                let word = &text[b..i];
+                // A possessive names its owner ("Dmitri's new tattoo").
+                let word = ["'s", "’s", "'", "’"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(word);
+                out.push((word, mark(before), mark(after)));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// True when `claims` name `person` (a lower-cased name word).
+fn names(claims: &[Claim], person: &str) -> bool {
+    claims.iter().any(|c| match c {
+        Claim::Name(words) => words.iter().any(|w| w == person),
+        Claim::Lead(word) => word == person,
+        _ => false,
     })
 }
 

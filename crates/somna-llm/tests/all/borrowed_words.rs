@@ -8,15 +8,20 @@
 //!   meaning to what the item cites ("Which drink does Dmitri get: kombucha [#113]", in a
 //!   conversation where nobody says kombucha);
 //! - a true fact written in its question's words (which the datasets choose to share nothing with
-//!   the answer turn) is kept or repaired, and its value is not lost.
+//!   the answer turn) is kept or repaired, and its value is not lost;
+//! - a value given to the speaker of the turn that told it of someone else ("What does Lucas
+//!   collect: old maps [#113]", #113 being Lucas's "Dmitri has started collecting old maps") is
+//!   not committed as written (`Grounder::credited`): the speaker's turn is quoted as theirs.
 //!
 //! Each conversation is cut into bodies of [`BODY`] turns (about what one compaction folds at a
 //! 4,000-token window); each question whose answer turns sit in one body gives three items over
 //! that body's grounder, each citing the question's answer turns: its true value under its
 //! question; the value of another question of the same body (a lower-case value no answer turn
 //! of this question says) about someone else; and a lower-case value of another conversation that
-//! no turn of the body says. `SOMNA_SHOW=1` prints each item whose borrowed or invented value got
-//! through, whose true value was lost, or that was changed. (The same person's other value is out
+//! no turn of the body says. A question whose one answer turn was said by someone other than the
+//! person asked about (a person of the conversation), and does not name its speaker, gives a
+//! fourth: the same true item about the speaker. `SOMNA_SHOW=1` prints each item whose borrowed,
+//! invented or misattributed value got through, whose true value was lost, or that was changed. (The same person's other value is out
 //! of any word check's reach: "Bruno collects hazelnuts", re-cited to Bruno's "no hazelnuts near
 //! my plate", holds every name and word the sources can vouch for; the verb is the model's. So is
 //! a common word near in meaning to the turn cited: "pilot" for a nurse's night shift.)
@@ -59,6 +64,11 @@ struct Tally {
     true_notes_refused: usize,
     /// The invented items, written as a journal note, that the note check refuses.
     invented_notes_refused: usize,
+    /// Items that give the question's value to the answer turn's speaker, who only reported it
+    /// about the person asked about.
+    misattributed: usize,
+    /// Misattributed items not committed as written.
+    misattributed_caught: usize,
 }
 
 fn dataset(name: &str) -> PathBuf {
@@ -209,6 +219,39 @@ fn measure(split: &str) -> Tally {
                         println!("LOST {:?} -> {:?}", item(q, &q.answer), checked);
                     }
                 }
+                // The value given to whoever said it of someone else.
+                let p = person(q);
+                let first = &turns[usize::try_from(q.turns[0]).unwrap()];
+                if let Some(speaker) = first.name.as_deref()
+                    && turns.iter().any(|t| t.name.as_deref() == Some(p))
+                    && speaker != p
+                    && q.turns.len() == 1
+                    && !first.content.contains(speaker)
+                {
+                    let moved = Question {
+                        conversation: q.conversation.clone(),
+                        question: q.question.replacen(p, speaker, 1),
+                        answer: q.answer.clone(),
+                        turns: q.turns.clone(),
+                        category: q.category.clone(),
+                    };
+                    let written = item(&moved, &q.answer);
+                    let checked = grounder.check(&written);
+                    tally.misattributed += 1;
+                    // Caught when what is committed no longer gives the value to the speaker:
+                    // dropped, or their turn quoted.
+                    if checked.verdict == Verdict::Dropped
+                        || !written.starts_with(checked.text.as_str())
+                    {
+                        tally.misattributed_caught += 1;
+                    } else if std::env::var_os("SOMNA_SHOW").is_some() {
+                        println!(
+                            "MISATTRIBUTED {:?} <- {:?}",
+                            item(&moved, &q.answer),
+                            first.content
+                        );
+                    }
+                }
                 // A value nobody in this body said, taken in turn.
                 if !unsaid.is_empty() {
                     let value = unsaid[(i * 7 + b) % unsaid.len()];
@@ -263,6 +306,12 @@ fn pct(n: usize, of: usize) -> f64 {
 
 fn report(split: &str, t: &Tally) {
     println!(
+        "{split}: misattributed caught {}/{} ({:.1}%)",
+        t.misattributed_caught,
+        t.misattributed,
+        pct(t.misattributed_caught, t.misattributed)
+    );
+    println!(
         "{split}: as journal notes, invented refused {}/{} ({:.1}%), true refused {}/{} ({:.1}%)",
         t.invented_notes_refused,
         t.invented,
@@ -305,6 +354,12 @@ fn a_borrowed_or_invented_value_is_caught_on_the_tuning_split() {
     // As journal notes (before rare words were weighed: 8.9% and 1.3%; with them 65.9%, 10.2%).
     assert!(pct(t.invented_notes_refused, t.invented) >= 60.0, "{t:?}");
     assert!(pct(t.true_notes_refused, t.true_items) <= 12.0, "{t:?}");
+    // Given to the speaker who told it of someone else (before `Grounder::credited`: 7.2%).
+    assert!(t.misattributed > 120, "{t:?}");
+    assert!(
+        pct(t.misattributed_caught, t.misattributed) >= 80.0,
+        "{t:?}"
+    );
 }
 
 /// The held-out split, never tuned on. Before words no turn says were weighed: invented values
@@ -326,4 +381,11 @@ fn a_borrowed_or_invented_value_is_caught_on_the_held_out_split() {
     // 74.7%, 13.9%).
     assert!(pct(t.invented_notes_refused, t.invented) >= 70.0, "{t:?}");
     assert!(pct(t.true_notes_refused, t.true_items) <= 16.0, "{t:?}");
+    // Given to the speaker who told it of someone else (before `Grounder::credited`: 23.0%;
+    // measured once with it: 69.0%).
+    assert!(t.misattributed > 80, "{t:?}");
+    assert!(
+        pct(t.misattributed_caught, t.misattributed) >= 60.0,
+        "{t:?}"
+    );
 }

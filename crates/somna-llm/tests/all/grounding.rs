@@ -589,3 +589,93 @@ fn a_word_no_turn_says_is_an_invention_unless_it_paraphrases_what_is_cited() {
         assert_eq!(c.verdict, Verdict::Kept, "{item}: {c:?}");
     }
 }
+
+/// A turn that tells of someone else backs what it says of them, not of its speaker: "Lucas
+/// collects old maps [#1]", where #1 is Lucas saying "Dmitri has started collecting old maps",
+/// gives Lucas what he said of Dmitri, and is replaced by his words quoted as his. What a turn
+/// says of an item is its clauses that share the most words with it. The same speaker's own news
+/// (a first-person word in that clause, a clause that names nobody else, or a name that only
+/// addresses someone) backs him, and an item that names whom the turn tells of is kept.
+#[test]
+fn a_speaker_is_not_credited_with_what_they_said_of_someone_else() {
+    let turns = [
+        Turn::new(
+            1,
+            Role::User,
+            "Dmitri has started collecting old maps, it's getting out of hand.",
+        )
+        .with_name("Lucas"),
+        Turn::new(
+            2,
+            Role::User,
+            "Did you see Dmitri's new tattoo? A tiny owl.",
+        )
+        .with_name("Lucas")
+        // 2026-06-03 09:05
+        .at(Timestamp(1_780_477_500_000)),
+        Turn::new(
+            3,
+            Role::User,
+            "Dmitri, guess what: bought a Skoda estate today!",
+        )
+        .with_name("Lucas"),
+        Turn::new(
+            4,
+            Role::User,
+            "Dmitri and I finally adopted a puppy called Mochi.",
+        )
+        .with_name("Lucas"),
+        Turn::new(5, Role::User, "Wow, congratulations!").with_name("Dmitri"),
+        Turn::new(
+            6,
+            Role::User,
+            "Dmitri moved to Valencia, we should all visit the city.",
+        )
+        .with_name("Lucas"),
+        Turn::new(
+            7,
+            Role::User,
+            "Went hiking with Dmitri, saw a golden eagle.",
+        )
+        .with_name("Lucas"),
+    ];
+    let g = Grounder::from_turns(&turns, &[]);
+    for (item, seq, about) in [
+        (
+            "Lucas collects old maps [#1]",
+            1,
+            "Dmitri has started collecting old maps",
+        ),
+        ("Lucas got an owl tattoo [#2]", 2, "Dmitri's new tattoo"),
+        // The clause that says it tells of Dmitri; the "we" is another clause's.
+        (
+            "Lucas moved to Valencia [#6]",
+            6,
+            "Dmitri moved to Valencia",
+        ),
+    ] {
+        let checked = g.check(item);
+        assert_eq!(checked.verdict, Verdict::Repaired, "{item}: {checked:?}");
+        assert!(
+            checked.missing.contains(&"lucas".to_string()),
+            "{checked:?}"
+        );
+        assert!(
+            checked.text.contains("Lucas: ") && checked.text.contains(about),
+            "{item}: {checked:?}"
+        );
+        assert_eq!(checked.cites, vec![seq], "{item}: {checked:?}");
+    }
+    for item in [
+        "Dmitri collects old maps [#1]",
+        "Lucas says Dmitri collects old maps [#1]",
+        "Lucas bought a Skoda estate [#3]",
+        "Lucas adopted a puppy called Mochi [#4]",
+        "Lucas saw a golden eagle [#7]",
+        "Lucas: Dmitri has started collecting old maps [#1]",
+        "[2026-06-03] Lucas: Did you see Dmitri's new tattoo? [#2]",
+    ] {
+        let checked = g.check(item);
+        assert_eq!(checked.verdict, Verdict::Kept, "{item}: {checked:?}");
+    }
+}
