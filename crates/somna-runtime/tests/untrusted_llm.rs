@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use somna_core::tokens::Calibration;
-use somna_core::{Role, Timestamp};
+use somna_core::{Message, Role, Timestamp};
 use somna_runtime::agent::{MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
 use somna_runtime::{Clock, Event};
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
@@ -237,7 +237,7 @@ fn note(id: &str, content: &str) -> somna_core::ToolCall {
 /// A journal note is a claim the model makes, and notes become memory facts at the next sleep: a
 /// note holding a value that nothing the agent was shown holds (not the turn, not its history,
 /// not the memory facts and archived turns of its working context), or a rare word nothing there
-/// says, is not written, and the model
+/// says, or a name given what its speaker told of someone else, is not written, and the model
 /// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
 /// was shown are written as before.
 #[actix::test]
@@ -245,6 +245,11 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     let stub = StubLlmServer::start();
     let (store, id) = new_agent("wren");
     fill(&store, &id, 10, Timestamp(0));
+    // Marta tells of Aldric.
+    let mut marta = Message::user("Aldric planted turnips along the mill race.").with_name("Marta");
+    marta.created_at = Timestamp(20_000);
+    marta.tokens = counter().count_message(&marta);
+    store.append(&id, marta, Timestamp(20_000)).unwrap();
     store
         .consolidate(
             &id,
@@ -275,6 +280,8 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             note("n3", "Odo still owes 75 copper for the kettle"),
             // No value, but a rare word nobody said.
             note("n4", "Aldric brews kombucha behind the saddle shop"),
+            // What Marta said of Aldric, given to Marta.
+            note("n5", "Marta planted turnips along the mill race"),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -294,7 +301,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         written.iter().any(|c| c.contains("Odo still owes")),
         "{written:?}"
     );
-    for invented in ["Zorbath", "9871", "QX-5531", "kombucha"] {
+    for invented in ["Zorbath", "9871", "QX-5531", "kombucha", "Marta planted"] {
         assert!(
             !written.iter().any(|c| c.contains(invented)),
             "{invented} was written: {written:?}"
@@ -322,10 +329,14 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             _ => None,
         })
         .collect();
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
     assert!(
         warnings[0].contains("9871") && warnings[0].contains("qx5531"),
         "{warnings:?}"
     );
     assert!(warnings[1].contains("kombucha"), "{warnings:?}");
+    assert!(
+        warnings[2].contains("that it was marta: marta told it of someone else"),
+        "{warnings:?}"
+    );
 }

@@ -695,6 +695,31 @@ impl Grounder {
                 .filter(|u| u.common.is_none())
                 .map(|u| u.word),
         );
+        // A name taken from who said what the note says, when they told it of someone else
+        // ([`Grounder::credited`] over the sources that share the most words with the note).
+        let words = text::content_words(text);
+        let mut best: Vec<u64> = Vec::new();
+        let mut most = 0;
+        for (key, list) in &self.sources {
+            let shared = list
+                .iter()
+                .flat_map(|s| &s.lines)
+                .map(|l| text::content_words(&l.text).intersection(&words).count())
+                .max()
+                .unwrap_or(0);
+            if shared > most {
+                most = shared;
+                best.clear();
+            }
+            if shared == most && shared > 0 {
+                best.push(*key);
+            }
+        }
+        for name in self.credited(&best, &claims, text.trim()) {
+            missing.push(format!(
+                "that it was {name}: {name} told it of someone else"
+            ));
+        }
         missing
     }
 

@@ -69,6 +69,8 @@ struct Tally {
     misattributed: usize,
     /// Misattributed items not committed as written.
     misattributed_caught: usize,
+    /// The misattributed items, written as a journal note, that the note check refuses.
+    misattributed_notes_refused: usize,
 }
 
 fn dataset(name: &str) -> PathBuf {
@@ -235,6 +237,9 @@ fn measure(split: &str) -> Tally {
                         turns: q.turns.clone(),
                         category: q.category.clone(),
                     };
+                    if !grounder.unsupported(&note(&moved, &q.answer)).is_empty() {
+                        tally.misattributed_notes_refused += 1;
+                    }
                     let written = item(&moved, &q.answer);
                     let checked = grounder.check(&written);
                     tally.misattributed += 1;
@@ -306,10 +311,12 @@ fn pct(n: usize, of: usize) -> f64 {
 
 fn report(split: &str, t: &Tally) {
     println!(
-        "{split}: misattributed caught {}/{} ({:.1}%)",
+        "{split}: misattributed caught {}/{} ({:.1}%), as notes refused {} ({:.1}%)",
         t.misattributed_caught,
         t.misattributed,
-        pct(t.misattributed_caught, t.misattributed)
+        pct(t.misattributed_caught, t.misattributed),
+        t.misattributed_notes_refused,
+        pct(t.misattributed_notes_refused, t.misattributed)
     );
     println!(
         "{split}: as journal notes, invented refused {}/{} ({:.1}%), true refused {}/{} ({:.1}%)",
@@ -354,10 +361,16 @@ fn a_borrowed_or_invented_value_is_caught_on_the_tuning_split() {
     // As journal notes (before rare words were weighed: 8.9% and 1.3%; with them 65.9%, 10.2%).
     assert!(pct(t.invented_notes_refused, t.invented) >= 60.0, "{t:?}");
     assert!(pct(t.true_notes_refused, t.true_items) <= 12.0, "{t:?}");
-    // Given to the speaker who told it of someone else (before `Grounder::credited`: 7.2%).
+    // Given to the speaker who told it of someone else (before `Grounder::credited`: 7.2%; with
+    // it 89.1%), and as journal notes (before: 0.0%; with it 93.5%, true notes refused 10.2% →
+    // 10.3%).
     assert!(t.misattributed > 120, "{t:?}");
     assert!(
-        pct(t.misattributed_caught, t.misattributed) >= 80.0,
+        pct(t.misattributed_caught, t.misattributed) >= 85.0,
+        "{t:?}"
+    );
+    assert!(
+        pct(t.misattributed_notes_refused, t.misattributed) >= 85.0,
         "{t:?}"
     );
 }
@@ -381,11 +394,17 @@ fn a_borrowed_or_invented_value_is_caught_on_the_held_out_split() {
     // 74.7%, 13.9%).
     assert!(pct(t.invented_notes_refused, t.invented) >= 70.0, "{t:?}");
     assert!(pct(t.true_notes_refused, t.true_items) <= 16.0, "{t:?}");
-    // Given to the speaker who told it of someone else (before `Grounder::credited`: 23.0%;
-    // measured once with it: 69.0%).
+    // Given to the speaker who told it of someone else (before `Grounder::credited`: 23.0%; with
+    // it 80.0%, measured twice: 69.0% with a first version that read the whole turn), and as
+    // journal notes (before: 4.0%; measured once with the rule: 59.0%, true notes refused 13.9%
+    // → 13.9%).
     assert!(t.misattributed > 80, "{t:?}");
     assert!(
-        pct(t.misattributed_caught, t.misattributed) >= 60.0,
+        pct(t.misattributed_caught, t.misattributed) >= 75.0,
+        "{t:?}"
+    );
+    assert!(
+        pct(t.misattributed_notes_refused, t.misattributed) >= 50.0,
         "{t:?}"
     );
 }

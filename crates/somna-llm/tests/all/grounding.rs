@@ -678,4 +678,16 @@ fn a_speaker_is_not_credited_with_what_they_said_of_someone_else() {
         let checked = g.check(item);
         assert_eq!(checked.verdict, Verdict::Kept, "{item}: {checked:?}");
     }
+    // The same as journal notes (uncited: the turns that say the most of the note).
+    assert_eq!(
+        g.unsupported("Lucas collects old maps"),
+        vec!["that it was lucas: lucas told it of someone else".to_string()]
+    );
+    for note in [
+        "Dmitri collects old maps",
+        "Lucas saw a golden eagle",
+        "Lucas bought a Skoda estate",
+    ] {
+        assert!(g.unsupported(note).is_empty(), "{note}");
+    }
 }
