@@ -156,7 +156,8 @@ async fn sleep_compaction_commits_an_llm_summary() {
     assert!(user.contains("Millbrook"));
 }
 
-/// Faults of the summarizer: sleep compaction changes nothing, emergency still gets below threshold.
+/// Faults of the summarizer (a summary none of whose items holds up as written among them):
+/// sleep compaction changes nothing, emergency still gets below threshold.
 #[tokio::test]
 async fn summarizer_faults() {
     let long_text = "word ".repeat(20_000);
@@ -168,6 +169,18 @@ async fn summarizer_faults() {
         ("empty text", Reply::EmptyContent),
         ("longer than the body", Reply::text(long_text)),
         ("no answer", Reply::Hang),
+        // Every item carries a value no turn says: each would be a quote of the turn it cites,
+        // which is not the model's summary (and worse than the extractive one).
+        (
+            "every item a quote",
+            Reply::text(
+                "## Topic arc\n- The sword costs 9999 silver. [#0]\n## Decisions\n\
+                 - The horseshoe goes to the south gate on day 77. [#5]\n## Pending\n\
+                 - The lantern is due on day 4242. [#10]\n## User facts\n\
+                 - Aldric pays 8888 silver for the sword. [#0]\n## Artifacts\n\
+                 - a kettle of 3131 silver [#20]",
+            ),
+        ),
     ];
     for (name, fault) in faults {
         // Sleep: Failed, history byte-identical, a failure event, no synthesis entry.

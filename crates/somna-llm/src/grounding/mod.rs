@@ -1145,6 +1145,9 @@ pub fn names_in(text: &str) -> Vec<String> {
 pub struct GroundedSummary {
     pub text: String,
     pub counts: GroundingCounts,
+    /// The items committed as the model wrote them (kept, or re-cited to the turn that holds
+    /// them): the model's own work. The others were replaced by a quote of a turn, or dropped.
+    pub as_written: u32,
     /// A few of the items that were repaired or dropped, with the values missing (for logs).
     pub examples: Vec<String>,
 }
@@ -1162,6 +1165,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     let mut sections: Vec<(String, Vec<String>)> = Vec::new();
     let mut counts = GroundingCounts::default();
     let mut examples = Vec::new();
+    let mut as_written = 0;
     let mut changed = false;
     let user_facts = Section::UserFacts.title().to_lowercase();
     for raw in text.lines() {
@@ -1191,6 +1195,9 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
             grounder.check(item)
         };
         tally(&mut counts, &mut examples, item, &checked);
+        if checked.verdict != Verdict::Dropped && checked.text == cite::split(item).0.trim() {
+            as_written += 1;
+        }
         changed |= checked.verdict != Verdict::Kept || checked.cited() != item;
         if checked.verdict != Verdict::Dropped {
             let line = format!("{bullet}{}", checked.cited());
@@ -1205,6 +1212,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
         return GroundedSummary {
             text: text.trim().to_string(),
             counts,
+            as_written,
             examples,
         };
     }
@@ -1223,6 +1231,7 @@ pub fn ground_summary(text: &str, grounder: &Grounder) -> GroundedSummary {
     GroundedSummary {
         text: blocks.join("\n\n"),
         counts,
+        as_written,
         examples,
     }
 }

@@ -85,12 +85,13 @@ impl Compactor {
                 .await?;
             server_tokens = completion;
             // A part is checked before it is merged: the merge works from what holds up, and a
-            // part with nothing that does is left out.
+            // part with nothing the model wrote that does (only quotes of the turns its items
+            // cite) is left out.
             match &grounder {
                 Some(g) => {
                     let part = grounding::ground_summary(&text, g);
                     part_dropped += part.counts.dropped;
-                    if part.counts.committed() > 0 {
+                    if part.as_written > 0 {
                         parts.push(part.text);
                     } else {
                         failed_parts.extend(part.examples);
@@ -137,6 +138,22 @@ impl Compactor {
             return Err(SummaryFailure::Invalid(format!(
                 "none of its {} items holds up against the turns it cites ({})",
                 grounded.counts.total(),
+                grounded.examples.join("; ")
+            )));
+        }
+        // A summary most of whose committed items are quotes (items that did not hold up as
+        // written, replaced by the turn they cite) is not the model's: what is left is whichever
+        // turns its items happened to cite, a worse summary than the extractive one.
+        let quoted = grounded
+            .counts
+            .committed()
+            .saturating_sub(grounded.as_written);
+        if quoted > grounded.as_written {
+            return Err(SummaryFailure::Invalid(format!(
+                "{quoted} of its {} items would be quotes of the turns they cite, and only {} \
+                 holds up as written ({})",
+                grounded.counts.total(),
+                grounded.as_written,
                 grounded.examples.join("; ")
             )));
         }
