@@ -789,6 +789,9 @@ impl Grounder {
         if !self.near(&unsaid, &backing) {
             missing.extend(unsaid.iter().map(|u| u.word.clone()));
         }
+        // Each value once, however often the item says it ("Lucas, Lucas, Lucas").
+        let mut listed = HashSet::new();
+        missing.retain(|m| listed.insert(m.clone()));
         // An item with no value to check must still be about what it cites: at least one content
         // word in common (an echo of the instructions is about nothing).
         let about = !claims.is_empty() || self.shares_words(&valid, &text);

@@ -678,6 +678,9 @@ fn a_speaker_is_not_credited_with_what_they_said_of_someone_else() {
         let checked = g.check(item);
         assert_eq!(checked.verdict, Verdict::Kept, "{item}: {checked:?}");
     }
+    // A value missing is listed once, however often the item says it.
+    let checked = g.check("Zorbath, Zorbath, Zorbath sold old maps [#1]");
+    assert_eq!(checked.missing, vec!["zorbath".to_string()], "{checked:?}");
     // The same as journal notes (uncited: the turns that say the most of the note).
     assert_eq!(
         g.unsupported("Lucas collects old maps"),
