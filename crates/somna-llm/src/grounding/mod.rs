@@ -436,7 +436,7 @@ impl Grounder {
         let mut most = 0;
         for line in &s.lines {
             for clause in line.text.split([',', ';', ':', '.', '!', '?', '—', '–']) {
-                let shared = text::content_words(clause).intersection(&words).count();
+                let shared = text::content_overlap(clause, &words);
                 if shared > most {
                     most = shared;
                     clauses.clear();
@@ -704,7 +704,7 @@ impl Grounder {
             let shared = list
                 .iter()
                 .flat_map(|s| &s.lines)
-                .map(|l| text::content_words(&l.text).intersection(&words).count())
+                .map(|l| text::content_overlap(&l.text, &words))
                 .max()
                 .unwrap_or(0);
             if shared > most {
