@@ -237,7 +237,8 @@ fn note(id: &str, content: &str) -> somna_core::ToolCall {
 /// A journal note is a claim the model makes, and notes become memory facts at the next sleep: a
 /// note holding a value that nothing the agent was shown holds (not the turn, not its history,
 /// not the memory facts and archived turns of its working context), or a rare word nothing there
-/// says, or a name given what its speaker told of someone else, is not written, and the model
+/// says, or a name given what its speaker told of someone else, or what was said turned around
+/// (a negation added or dropped), is not written, and the model
 /// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
 /// was shown are written as before.
 #[actix::test]
@@ -282,6 +283,8 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             note("n4", "Aldric brews kombucha behind the saddle shop"),
             // What Marta said of Aldric, given to Marta.
             note("n5", "Marta planted turnips along the mill race"),
+            // What this turn says, turned around.
+            note("n6", "Aldric won't pay for the saddle"),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -301,7 +304,14 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         written.iter().any(|c| c.contains("Odo still owes")),
         "{written:?}"
     );
-    for invented in ["Zorbath", "9871", "QX-5531", "kombucha", "Marta planted"] {
+    for invented in [
+        "Zorbath",
+        "9871",
+        "QX-5531",
+        "kombucha",
+        "Marta planted",
+        "won't pay",
+    ] {
         assert!(
             !written.iter().any(|c| c.contains(invented)),
             "{invented} was written: {written:?}"
@@ -329,7 +339,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             _ => None,
         })
         .collect();
-    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert_eq!(warnings.len(), 4, "{warnings:?}");
     assert!(
         warnings[0].contains("9871") && warnings[0].contains("qx5531"),
         "{warnings:?}"
@@ -337,6 +347,10 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     assert!(warnings[1].contains("kombucha"), "{warnings:?}");
     assert!(
         warnings[2].contains("that it was marta: marta told it of someone else"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[3].contains("not saddle: what it rests on says saddle"),
         "{warnings:?}"
     );
 }

@@ -108,6 +108,12 @@ pub fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// True for a lower-case word ending in `'s` that is a contraction ("it's"), not a possessive:
+/// [`words`] keeps its `'s`.
+pub fn is_contraction(word: &str) -> bool {
+    CONTRACTIONS_S.contains(&word)
+}
+
 /// Words ending in `'s` that are contractions, not possessives.
 const CONTRACTIONS_S: &[&str] = &[
     "let's", "it's", "that's", "he's", "she's", "there's", "what's", "who's", "here's", "where's",

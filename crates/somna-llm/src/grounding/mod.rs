@@ -29,14 +29,17 @@
 //! - this file: [`Grounder`] (the sources an answer may cite, and the check of one item),
 //!   [`ground_summary`] and [`ground_lines`] (a whole answer).
 //! - `claims.rs`: [`claims`] and [`Evidence`].
+//! - `polarity.rs`: which words a negation reaches, and where an item says the opposite of its
+//!   source ([`Grounder::flip`]).
 //! - the markers, read, stripped and written, are somna-text's [`somna_text::cite`].
 
 mod claims;
+mod polarity;
 
 pub use claims::{Claim, Evidence, claims};
 pub use somna_core::GroundingCounts;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
 use claims::term_key;
@@ -183,6 +186,11 @@ pub struct Grounder {
     /// The words of every speaker's name, lower-cased (roles aside): the people a turn may report
     /// on ([`Grounder::credited`]), gathered the first time a turn is read for them.
     people: OnceLock<HashSet<String>>,
+    /// Per citable number: whether its text says a negation, and its words read for them
+    /// ([`polarity`](self::polarity)), each built the first time an item's polarity is weighed
+    /// against it ([`Grounder::flip`]).
+    negates: BTreeMap<u64, OnceLock<bool>>,
+    polarities: BTreeMap<u64, OnceLock<Vec<polarity::Said>>>,
 }
 
 /// A lower-case word of an item that no source says ([`COMMON_WORDS`]).
@@ -359,6 +367,8 @@ impl Grounder {
         }
         self.evidence = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self.vectors = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
+        self.negates = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
+        self.polarities = self.sources.keys().map(|k| (*k, OnceLock::new())).collect();
         self
     }
 
@@ -431,21 +441,7 @@ impl Grounder {
     /// [`FIRST_PERSON`]) tells of nobody else, nor does a name that only addresses someone
     /// ("Ingrid, …", "…, Ingrid!").
     fn reported_by(&self, s: &Source, item: &str) -> Vec<String> {
-        let words = text::content_words(item);
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut most = 0;
-        for line in &s.lines {
-            for clause in line.text.split([',', ';', ':', '.', '!', '?', '—', '–']) {
-                let shared = text::content_overlap(clause, &words);
-                if shared > most {
-                    most = shared;
-                    clauses.clear();
-                }
-                if shared == most && shared > 0 {
-                    clauses.push(clause);
-                }
-            }
-        }
+        let mut clauses = closest_clauses(s, &text::content_words(item));
         if clauses.is_empty() {
             clauses = s.lines.iter().map(|l| l.text.as_str()).collect();
         }
@@ -473,6 +469,46 @@ impl Grounder {
             }
         }
         out
+    }
+
+    /// Where `text` says the opposite of the `keys` sources it rests on: a negation dropped or
+    /// added ("Marta eats meat" over Marta's "I don't eat meat any more"; see
+    /// [`polarity`](self::polarity)), read over the whole of each source. Returns the word denied
+    /// and whether the item is the side that denies it; `None` when they agree.
+    fn flip(&self, keys: &[u64], text: &str) -> Option<(String, bool)> {
+        let lines = |k: &u64| {
+            self.sources
+                .get(k)
+                .into_iter()
+                .flatten()
+                .flat_map(|s| &s.lines)
+                .map(|l| l.text.as_str())
+        };
+        // Most items and turns say no negation: nothing to read then.
+        let negates = |k: &u64| {
+            self.negates
+                .get(k)
+                .is_some_and(|cell| *cell.get_or_init(|| lines(k).any(polarity::mentions_negation)))
+        };
+        let item_negates = polarity::mentions_negation(text);
+        if !item_negates && !keys.iter().any(negates) {
+            return None;
+        }
+        let sources: Vec<&[polarity::Said]> = keys
+            .iter()
+            .filter_map(|k| {
+                let cell = self.polarities.get(k)?;
+                Some(
+                    cell.get_or_init(|| polarity::polarity_of(lines(k)))
+                        .as_slice(),
+                )
+            })
+            .collect();
+        // A negation that reaches no content word ("I can't wait!") denies nothing.
+        if !item_negates && !sources.iter().any(|s| polarity::denies(s)) {
+            return None;
+        }
+        polarity::disagreement(&polarity::polarity(text), &sources)
     }
 
     /// True when the sources write `word` (lower-cased) in lower case somewhere.
@@ -720,6 +756,8 @@ impl Grounder {
                 "that it was {name}: {name} told it of someone else"
             ));
         }
+        // What they said turned around ([`Grounder::flip`] over the same sources).
+        missing.extend(self.flip(&best, text.trim()).as_ref().map(flip_message));
         missing
     }
 
@@ -785,6 +823,13 @@ impl Grounder {
         if !backing.is_empty() {
             missing.extend(self.credited(&backing, &claims, &text));
         }
+        // What they said turned around: a negation dropped or added.
+        let flip = if backing.is_empty() {
+            None
+        } else {
+            self.flip(&backing, &text)
+        };
+        missing.extend(flip.as_ref().map(flip_message));
         // The words no source says: a paraphrase of what it cites, or the model's invention.
         if !self.near(&unsaid, &backing) {
             missing.extend(unsaid.iter().map(|u| u.word.clone()));
@@ -806,7 +851,7 @@ impl Grounder {
             };
         }
         if !text.is_empty()
-            && let Some(source) = self.one_source_of(&claims, &unsaid, &text, others)
+            && let Some(source) = self.one_source_of(&claims, &unsaid, &text, others, &backing)
         {
             let turns = self.turns_behind(&[source], &claims, &text);
             return Checked {
@@ -852,14 +897,20 @@ impl Grounder {
     /// the most content words with the item. The half keeps a re-citation to what the item says:
     /// "Bruno collects hazelnuts [#629]" holds its name and its value in Bruno's "hazelnuts make me
     /// sick" (#670), but not "collects", which the sources say elsewhere; moved there it would
-    /// make a fact of the wrong sentence. The item's words no source says must be paraphrases of
-    /// the source found ([`Grounder::near`]); an invention is in none.
+    /// make a fact of the wrong sentence. And it must say every word of the item (names aside)
+    /// that the `cited` sources say: what they vouched for is not dropped on the way. "Bruno
+    /// spent the bonus on a vintage typewriter [#2]", #2 being Bruno telling of Lena, holds Bruno
+    /// and most of its words in Hannah's "Bruno spent the whole work bonus on a weighted blanket"
+    /// (#1), which does not say the typewriter: moved there it would commit a value nobody said
+    /// of Bruno. The item's words no source says must be paraphrases of the source found
+    /// ([`Grounder::near`]); an invention is in none.
     fn one_source_of(
         &self,
         claims: &[Claim],
         unsaid: &[Unsaid],
         text: &str,
         others: bool,
+        cited: &[u64],
     ) -> Option<u64> {
         let words = text::content_words(text);
         let need_words = if claims.is_empty() { 2 } else { 1 };
@@ -875,6 +926,25 @@ impl Grounder {
             .collect();
         said.sort_unstable();
         said.dedup();
+        // What the cited sources vouch for of the item's words (its names aside: the claims
+        // check them): a source it moves to must say all of it too.
+        let named: HashSet<&str> = claims
+            .iter()
+            .flat_map(|c| match c {
+                Claim::Name(words) => words.iter().map(String::as_str).collect(),
+                Claim::Lead(word) => vec![word.as_str()],
+                _ => Vec::new(),
+            })
+            .collect();
+        let vouched: Vec<&String> = said
+            .iter()
+            .filter(|t| !named.contains(t.as_str()))
+            .filter(|t| {
+                cited
+                    .iter()
+                    .any(|k| self.evidence_of(*k).is_some_and(|e| e.holds_term(t)))
+            })
+            .collect();
         self.sources
             .keys()
             .filter(|k| !others || !self.is_agents(**k))
@@ -882,9 +952,12 @@ impl Grounder {
                 self.evidence_of(**k).is_some_and(|e| {
                     claims.iter().all(|c| e.supports(c))
                         && 2 * said.iter().filter(|t| e.holds_term(t)).count() >= said.len()
+                        && vouched.iter().all(|t| e.holds_term(t))
                 })
             })
-            .filter(|k| self.credited(&[**k], claims, text).is_empty())
+            .filter(|k| {
+                self.credited(&[**k], claims, text).is_empty() && self.flip(&[**k], text).is_none()
+            })
             .map(|k| {
                 let shared = self.sources[k]
                     .iter()
@@ -975,6 +1048,35 @@ impl Grounder {
         }
         out
     }
+}
+
+/// What a check lists for an item that says the opposite of its source ([`Grounder::flip`]).
+fn flip_message((word, item_denies): &(String, bool)) -> String {
+    if *item_denies {
+        format!("not {word}: what it rests on says {word}")
+    } else {
+        format!("{word}: what it rests on says not {word}")
+    }
+}
+
+/// The clauses of `s` (its lines split at [`polarity::CLAUSE_ENDS`]) that share the most content
+/// words with `words`, at least one; empty when none shares any.
+fn closest_clauses<'a>(s: &'a Source, words: &BTreeSet<String>) -> Vec<&'a str> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut most = 0;
+    for line in &s.lines {
+        for clause in line.text.split(polarity::CLAUSE_ENDS) {
+            let shared = text::content_overlap(clause, words);
+            if shared > most {
+                most = shared;
+                clauses.clear();
+            }
+            if shared == most && shared > 0 {
+                clauses.push(clause);
+            }
+        }
+    }
+    clauses
 }
 
 /// True when `text` has `word` (lower case) as a whole word, in any case.

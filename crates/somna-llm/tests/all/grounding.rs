@@ -694,3 +694,135 @@ fn a_speaker_is_not_credited_with_what_they_said_of_someone_else() {
         assert!(g.unsupported(note).is_empty(), "{note}");
     }
 }
+
+/// An item that turns its source around — drops a negation the turn says, or adds one it does
+/// not — holds every value and name of its source, so the value checks kept it. It is not
+/// committed as written: it is re-cited only to a turn that says it the item's way, else replaced
+/// by the turn's own words (which keep the negation). Idioms whose negation denies nothing, and
+/// items that keep the turn's negation or deny something else, are kept.
+#[test]
+fn an_item_that_drops_or_adds_a_negation_is_not_committed_as_written() {
+    let turns = [
+        Turn::new(1, Role::User, "I don't eat meat any more, only fish.").with_name("Marta"),
+        Turn::new(
+            2,
+            Role::User,
+            "We never moved to Lisbon, we stayed in Porto.",
+        )
+        .with_name("Omar"),
+        Turn::new(3, Role::User, "Aldric paid the 40 silver for the saddle.").with_name("Brannoc"),
+        Turn::new(
+            4,
+            Role::User,
+            "Dmitri won't stop talking about The Last Ferry, and I can't wait for the fair.",
+        )
+        .with_name("Lucas"),
+        Turn::new(
+            5,
+            Role::User,
+            "Don't tease Chloe about being afraid of heights.",
+        )
+        .with_name("Hannah"),
+    ];
+    let g = Grounder::from_turns(&turns, &[]);
+    for (item, seq, quoted, missing) in [
+        (
+            "Marta eats meat [#1]",
+            1,
+            "Marta: I don't eat meat any more",
+            "meat: what it rests on says not meat",
+        ),
+        (
+            "Omar moved to Lisbon [#2]",
+            2,
+            "Omar: We never moved to Lisbon",
+            "lisbon: what it rests on says not lisbon",
+        ),
+        (
+            "Aldric has not paid the saddle [#3]",
+            3,
+            "Brannoc: Aldric paid the 40 silver for the saddle",
+            "not saddle: what it rests on says saddle",
+        ),
+    ] {
+        let checked = g.check(item);
+        assert_eq!(checked.verdict, Verdict::Repaired, "{item}: {checked:?}");
+        assert!(checked.text.contains(quoted), "{item}: {checked:?}");
+        assert_eq!(checked.cites, vec![seq], "{item}: {checked:?}");
+        assert!(
+            checked.missing.iter().any(|m| m == missing),
+            "{item}: {checked:?}"
+        );
+    }
+    for item in [
+        "Marta no longer eats meat [#1]",
+        "Marta eats fish [#1]",
+        "Omar did not move to Lisbon; he lives in Porto [#2]",
+        "Aldric paid 40 silver for the saddle [#3]",
+        "Dmitri talks about The Last Ferry all the time [#4]",
+        "Lucas looks forward to the fair [#4]",
+        "Chloe is afraid of heights [#5]",
+    ] {
+        let checked = g.check(item);
+        assert_eq!(checked.verdict, Verdict::Kept, "{item}: {checked:?}");
+    }
+    // Re-cited to a turn that says it the item's way, when one does.
+    let g = Grounder::from_turns(
+        &[
+            Turn::new(1, Role::User, "I don't eat meat any more.").with_name("Marta"),
+            Turn::new(
+                2,
+                Role::User,
+                "Marta eats meat at every wedding, I saw her.",
+            )
+            .with_name("Lucas"),
+        ],
+        &[],
+    );
+    let checked = g.check("Marta eats meat at weddings [#1]");
+    assert_eq!(checked.verdict, Verdict::Repaired, "{checked:?}");
+    assert_eq!(checked.cites, vec![2], "{checked:?}");
+    // As journal notes (uncited: the turns that say the most of the note).
+    let g = Grounder::from_turns(&turns, &[]);
+    assert_eq!(
+        g.unsupported("Marta eats meat"),
+        vec!["meat: what it rests on says not meat".to_string()]
+    );
+    for note in ["Marta eats fish", "Marta doesn't eat meat"] {
+        assert!(g.unsupported(note).is_empty(), "{note}");
+    }
+}
+
+/// A repair moves an item only to a source that says everything its cited source vouched for
+/// of it: "Bruno spent the work bonus on a vintage typewriter [#2]", where #2 is Bruno telling
+/// of Lena, is not moved to Hannah's "Bruno spent the whole work bonus on a weighted blanket"
+/// (#1), which holds Bruno and most of its words but not the typewriter; it is quoted from #2 as
+/// Bruno's.
+#[test]
+fn a_repair_moves_an_item_only_where_all_its_cited_words_are_said() {
+    let turns = [
+        Turn::new(
+            1,
+            Role::User,
+            "Bruno spent the whole work bonus on a weighted blanket.",
+        )
+        .with_name("Hannah"),
+        Turn::new(
+            2,
+            Role::User,
+            "Lena spent the whole work bonus on a vintage typewriter.",
+        )
+        .with_name("Bruno"),
+        Turn::new(3, Role::User, "The vintage typewriter is my pride and joy.").with_name("Lena"),
+    ];
+    let g = Grounder::from_turns(&turns, &[]);
+    let checked = g.check("Bruno spent the work bonus on a vintage typewriter [#2]");
+    assert_eq!(checked.verdict, Verdict::Repaired, "{checked:?}");
+    assert_eq!(checked.cites, vec![2], "{checked:?}");
+    assert!(
+        checked
+            .text
+            .contains("Bruno: Lena spent the whole work bonus on a vintage typewriter"),
+        "{checked:?}"
+    );
+}
