@@ -336,10 +336,16 @@ fn measure(split: &str) -> Tally {
                     tally.borrowed_caught += 1;
                 } else if std::env::var_os("SOMNA_SHOW").is_some() {
                     println!(
-                        "MISS {:?} -> {:?} {:?}",
+                        "MISS {:?} -> {:?} {:?} {:?}",
                         item(q, &other.answer),
                         checked.verdict,
-                        checked.cites
+                        checked.cites,
+                        checked
+                            .cites
+                            .iter()
+                            .filter_map(|&c| turns.get(usize::try_from(c).ok()?))
+                            .map(|t| (t.name.as_deref(), t.content.as_str()))
+                            .collect::<Vec<_>>()
                     );
                 }
             }
