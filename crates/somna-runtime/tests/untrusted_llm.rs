@@ -354,3 +354,95 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         "{warnings:?}"
     );
 }
+
+/// A note resting on an archived turn that the prompt shows as a quote (`[day] Marta: …`, in the
+/// context note's excerpts and the summary) is held to the same rule as one resting on a live
+/// turn: Marta told of Aldric, so "Marta planted turnips" is not written, and "Aldric planted
+/// turnips" is.
+#[actix::test]
+async fn a_note_over_an_archived_quote_does_not_credit_its_speaker() {
+    let stub = StubLlmServer::start();
+    let (store, id) = new_agent("wren");
+    let mut marta = Message::user("Aldric planted turnips along the mill race.").with_name("Marta");
+    marta.tokens = counter().count_message(&marta);
+    store.append(&id, marta, Timestamp(0)).unwrap();
+    fill(&store, &id, 30, Timestamp(1_000));
+    let mut config = agent_config("wren", 8000);
+    config.compaction.working_share = 0.3;
+    // A manual compaction (the builtin summarizer) archives Marta's turn.
+    let compactor = somna_runtime::Compactor::new(
+        store.clone(),
+        std::sync::Arc::new(somna_llm::BuiltinClient::new()),
+    );
+    let outcome = compactor
+        .compact(somna_runtime::CompactRequest {
+            agent: &id,
+            config: &config,
+            trigger: somna_core::Trigger::Manual,
+            fixed_tokens: 0,
+            now: Timestamp(100_000),
+        })
+        .await
+        .unwrap();
+    assert!(outcome.report().is_some(), "{outcome:?}");
+    let archived = store.archive_range(&id, 0, usize::MAX).unwrap();
+    assert!(archived.iter().any(|m| m.content.contains("turnips")));
+    assert!(
+        !store
+            .history(&id)
+            .unwrap()
+            .iter()
+            .any(|m| m.is_normal() && m.content.contains("Aldric planted turnips")),
+        "Marta's turn is still live"
+    );
+
+    let deps = agent_deps(
+        &store,
+        stub_client(&stub, Duration::from_secs(5)),
+        Clock::real(),
+    );
+    let mut h = Driven::load(config, deps);
+    stub.push_all([
+        Reply::ToolCalls(vec![
+            note("n1", "Marta planted turnips along the mill race"),
+            note("n2", "Aldric planted turnips along the mill race"),
+        ]),
+        Reply::text("Noted."),
+    ]);
+    h.say("Who planted the turnips along the mill race?");
+    let out = h.tick().await.expect("a step");
+    assert!(out.replied && out.error.is_none(), "{out:?}");
+    // The archived turn was in the prompt the model answered.
+    assert!(
+        stub.requests()[0]
+            .prompt_text()
+            .contains("Marta: Aldric planted turnips"),
+        "{}",
+        stub.requests()[0].prompt_text()
+    );
+    let journal = store
+        .query_journal(&id, &somna_core::JournalQuery::default())
+        .unwrap();
+    let written: Vec<&str> = journal.iter().map(|e| e.content.as_str()).collect();
+    assert!(
+        written.iter().any(|c| c.starts_with("Aldric planted")),
+        "{written:?}"
+    );
+    assert!(
+        !written.iter().any(|c| c.starts_with("Marta planted")),
+        "{written:?}"
+    );
+    let warnings: Vec<String> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Warning { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("that it was marta: marta told it of someone else"),
+        "{warnings:?}"
+    );
+}

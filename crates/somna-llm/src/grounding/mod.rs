@@ -376,10 +376,23 @@ impl Grounder {
     fn people(&self) -> &HashSet<String> {
         self.people.get_or_init(|| {
             let roles = [Role::User, Role::Assistant, Role::Tool, Role::System].map(Role::as_str);
+            // Speakers, and whom a line quotes (`[day] Lucas: …`: an excerpt, a summary's quote).
+            let quoted = self.sources.values().flatten().flat_map(|s| {
+                s.lines.iter().filter_map(|l| {
+                    quote_label(&l.text)
+                        .map(|(label, _)| label)
+                        .filter(|label| {
+                            label
+                                .split_whitespace()
+                                .all(|w| w.starts_with(char::is_uppercase))
+                        })
+                })
+            });
             self.sources
                 .values()
                 .flatten()
                 .filter_map(|s| s.speaker.as_deref())
+                .chain(quoted)
                 .filter(|n| !roles.contains(n))
                 .flat_map(text::words)
                 .collect()
@@ -396,15 +409,8 @@ impl Grounder {
     fn credited(&self, keys: &[u64], claims: &[Claim], text: &str) -> Vec<String> {
         let mut out = Vec::new();
         // Who the item quotes: the label before its first colon, after a leading `[day]`.
-        let quoted = text
-            .trim_start()
-            .strip_prefix('[')
-            .and_then(|rest| rest.split_once(']'))
-            .map_or(text, |(_, rest)| rest)
-            .split_once(':')
-            .map(|(label, _)| label)
-            .filter(|label| label.split_whitespace().count() <= 3)
-            .unwrap_or("");
+        let quoted = quote_label(text).map_or("", |(label, _)| label);
+        let item_words = text::content_words(text);
         for c in claims {
             let words = match c {
                 Claim::Name(words) => words.as_slice(),
@@ -415,17 +421,42 @@ impl Grounder {
                 continue;
             }
             let (mut backed, mut reported) = (false, false);
+            let mut weigh = |others: Vec<String>| {
+                if others.is_empty() || others.iter().any(|p| names(claims, p)) {
+                    backed = true;
+                } else {
+                    reported = true;
+                }
+            };
             for s in keys.iter().filter_map(|k| self.sources.get(k)).flatten() {
                 let says = |t: &str| words.iter().all(|w| says_word(t, w));
-                if s.lines.iter().any(|l| says(&l.text)) {
-                    backed = true;
-                } else if s.speaker.as_deref().is_some_and(says) {
-                    let others = self.reported_by(s, text);
-                    if others.is_empty() || others.iter().any(|p| names(claims, p)) {
-                        backed = true;
-                    } else {
-                        reported = true;
+                let mut in_text = false;
+                // The lines that quote them (`[day] Lucas: …`: an archived turn in a prompt's
+                // excerpts, a summary's quote): read together as a turn they said. Of a source of
+                // many lines (a context note, a summary), only the lines that say the most of the
+                // item back a name they say: "Noted: Marta asks about the sword" in an excerpt
+                // says nothing of Marta's turnips.
+                let mut quotes: Vec<&str> = Vec::new();
+                let overlap: Vec<usize> = s
+                    .lines
+                    .iter()
+                    .map(|l| text::content_overlap(&l.text, &item_words))
+                    .collect();
+                let most = overlap.iter().copied().max().unwrap_or(0);
+                for (line, shared) in s.lines.iter().zip(overlap) {
+                    match quote_label(&line.text) {
+                        Some((label, rest)) if says(label) && !says(rest) => quotes.push(rest),
+                        _ => in_text |= (shared == most || s.lines.len() == 1) && says(&line.text),
                     }
+                }
+                if in_text {
+                    weigh(Vec::new());
+                } else if !quotes.is_empty() {
+                    let speaker = words.join(" ");
+                    weigh(self.reported_by(&quotes, &speaker, text));
+                } else if s.speaker.as_deref().is_some_and(says) {
+                    let lines: Vec<&str> = s.lines.iter().map(|l| l.text.as_str()).collect();
+                    weigh(self.reported_by(&lines, s.speaker.as_deref().unwrap_or(""), text));
                 }
             }
             if reported && !backed {
@@ -440,12 +471,11 @@ impl Grounder {
     /// (the whole turn when none shares one). A clause in its speaker's own voice (see
     /// [`FIRST_PERSON`]) tells of nobody else, nor does a name that only addresses someone
     /// ("Ingrid, …", "…, Ingrid!").
-    fn reported_by(&self, s: &Source, item: &str) -> Vec<String> {
-        let mut clauses = closest_clauses(s, &text::content_words(item));
+    fn reported_by(&self, lines: &[&str], speaker: &str, item: &str) -> Vec<String> {
+        let mut clauses = closest_clauses_in(lines.iter().copied(), &text::content_words(item));
         if clauses.is_empty() {
-            clauses = s.lines.iter().map(|l| l.text.as_str()).collect();
+            clauses = lines.to_vec();
         }
-        let speaker = s.speaker.as_deref().unwrap_or("");
         let mut out = Vec::new();
         for clause in clauses {
             if in_first_person(clause) {
@@ -1059,13 +1089,16 @@ fn flip_message((word, item_denies): &(String, bool)) -> String {
     }
 }
 
-/// The clauses of `s` (its lines split at [`polarity::CLAUSE_ENDS`]) that share the most content
-/// words with `words`, at least one; empty when none shares any.
-fn closest_clauses<'a>(s: &'a Source, words: &BTreeSet<String>) -> Vec<&'a str> {
+/// The clauses of `lines` (split at [`polarity::CLAUSE_ENDS`]) that share the most content words
+/// with `words`, at least one; empty when none shares any.
+fn closest_clauses_in<'a>(
+    lines: impl Iterator<Item = &'a str>,
+    words: &BTreeSet<String>,
+) -> Vec<&'a str> {
     let mut clauses: Vec<&str> = Vec::new();
     let mut most = 0;
-    for line in &s.lines {
-        for clause in line.text.split(polarity::CLAUSE_ENDS) {
+    for line in lines {
+        for clause in line.split(polarity::CLAUSE_ENDS) {
             let shared = text::content_overlap(clause, words);
             if shared > most {
                 most = shared;
@@ -1077,6 +1110,18 @@ fn closest_clauses<'a>(s: &'a Source, words: &BTreeSet<String>) -> Vec<&'a str> 
         }
     }
     clauses
+}
+
+/// The label and the rest of a line that quotes someone: `Lucas: …` or `[2026-06-03] Lucas: …`
+/// (a label of at most three words); `None` for any other line.
+fn quote_label(line: &str) -> Option<(&str, &str)> {
+    let line = line.trim_start();
+    let line = line
+        .strip_prefix('[')
+        .and_then(|rest| rest.split_once(']'))
+        .map_or(line, |(_, rest)| rest.trim_start());
+    let (label, rest) = line.split_once(':')?;
+    (label.split_whitespace().count() <= 3).then_some((label, rest))
 }
 
 /// True when `text` has `word` (lower case) as a whole word, in any case.

@@ -826,3 +826,40 @@ fn a_repair_moves_an_item_only_where_all_its_cited_words_are_said() {
         "{checked:?}"
     );
 }
+
+/// A line that quotes someone (`[day] Marta: …`: an archived turn shown in a prompt's excerpts,
+/// an earlier summary's quote) is read as a turn they said: a name taken only from its label is
+/// not backed when what the quote says of the item tells of someone else, in an item and in a
+/// journal note alike. Their own news, and an item that names whom the quote tells of, are kept.
+#[test]
+fn a_quoted_speaker_is_not_credited_with_what_they_said_of_someone_else() {
+    let turns = [
+        Turn::new(
+            1,
+            Role::System,
+            "Archived:\n[2026-06-01 09:00] Marta: Aldric planted turnips along the mill race.\n\
+             [2026-06-02 10:00] Marta: I bought a copper kettle at the fair.",
+        ),
+        Turn::new(2, Role::User, "Good morning!").with_name("Aldric"),
+    ];
+    let g = Grounder::from_turns(&turns, &[]);
+    let checked = g.check("Marta planted turnips along the mill race [#1]");
+    assert_ne!(checked.verdict, Verdict::Kept, "{checked:?}");
+    assert!(
+        checked.missing.contains(&"marta".to_string()),
+        "{checked:?}"
+    );
+    for item in [
+        "Aldric planted turnips along the mill race [#1]",
+        "Marta says Aldric planted turnips along the mill race [#1]",
+        "Marta bought a copper kettle at the fair [#1]",
+    ] {
+        let checked = g.check(item);
+        assert_eq!(checked.verdict, Verdict::Kept, "{item}: {checked:?}");
+    }
+    assert_eq!(
+        g.unsupported("Marta planted turnips along the mill race"),
+        vec!["that it was marta: marta told it of someone else".to_string()]
+    );
+    assert!(g.unsupported("Marta bought a copper kettle").is_empty());
+}
