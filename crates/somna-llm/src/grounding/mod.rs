@@ -410,7 +410,8 @@ impl Grounder {
         let mut out = Vec::new();
         // Who the item quotes: the label before its first colon, after a leading `[day]`.
         let quoted = quote_label(text).map_or("", |(label, _)| label);
-        let item_words = text::content_words(text);
+        // The item's content words, read the first time a source of many lines needs them.
+        let item_words = std::cell::OnceCell::new();
         for c in claims {
             let words = match c {
                 Claim::Name(words) => words.as_slice(),
@@ -437,16 +438,23 @@ impl Grounder {
                 // item back a name they say: "Noted: Marta asks about the sword" in an excerpt
                 // says nothing of Marta's turnips.
                 let mut quotes: Vec<&str> = Vec::new();
-                let overlap: Vec<usize> = s
-                    .lines
-                    .iter()
-                    .map(|l| text::content_overlap(&l.text, &item_words))
-                    .collect();
+                // How much of the item each line says: read only for a source of many lines.
+                let overlap: Vec<usize> = if s.lines.len() > 1 {
+                    s.lines
+                        .iter()
+                        .map(|l| {
+                            let words = item_words.get_or_init(|| text::content_words(text));
+                            text::content_overlap(&l.text, words)
+                        })
+                        .collect()
+                } else {
+                    vec![0]
+                };
                 let most = overlap.iter().copied().max().unwrap_or(0);
                 for (line, shared) in s.lines.iter().zip(overlap) {
                     match quote_label(&line.text) {
                         Some((label, rest)) if says(label) && !says(rest) => quotes.push(rest),
-                        _ => in_text |= (shared == most || s.lines.len() == 1) && says(&line.text),
+                        _ => in_text |= shared == most && says(&line.text),
                     }
                 }
                 if in_text {
