@@ -226,6 +226,17 @@ async fn the_tool_round_limit_ends_the_turn_with_an_event_and_the_reply_owed() {
     assert!(h.tick().await.is_none());
 }
 
+/// The messages of the `warning` events the host got so far.
+fn warnings(h: &mut Driven) -> Vec<String> {
+    h.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Warning { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
 fn note(id: &str, content: &str) -> somna_core::ToolCall {
     somna_core::ToolCall {
         id: id.into(),
@@ -331,14 +342,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     let second = &stub.requests()[1];
     assert!(second.prompt_text().contains("not written"));
     // The host was told once per refused note, naming the values.
-    let warnings: Vec<String> = h
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Warning { message, .. } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let warnings = warnings(&mut h);
     assert_eq!(warnings.len(), 4, "{warnings:?}");
     assert!(
         warnings[0].contains("9871") && warnings[0].contains("qx5531"),
@@ -432,14 +436,7 @@ async fn a_note_over_an_archived_quote_does_not_credit_its_speaker() {
         !written.iter().any(|c| c.starts_with("Marta planted")),
         "{written:?}"
     );
-    let warnings: Vec<String> = h
-        .events()
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::Warning { message, .. } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let warnings = warnings(&mut h);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].contains("that it was marta: marta told it of someone else"),

@@ -139,6 +139,15 @@ fn person(q: &Question) -> &str {
         .unwrap_or("")
 }
 
+/// The turns `cites` names, with their speakers: what `SOMNA_SHOW` prints beside a missed item.
+fn cited<'a>(turns: &'a [Turn], cites: &[u64]) -> Vec<(Option<&'a str>, &'a str)> {
+    cites
+        .iter()
+        .filter_map(|&c| turns.get(usize::try_from(c).ok()?))
+        .map(|t| (t.name.as_deref(), t.content.as_str()))
+        .collect()
+}
+
 /// The item as written, cited.
 fn item(q: &Question, value: &str) -> String {
     let cites: Vec<String> = q.turns.iter().map(|t| format!("#{t}")).collect();
@@ -266,12 +275,7 @@ fn measure(split: &str) -> Tally {
                             first.content,
                             checked.verdict,
                             checked.cites,
-                            checked
-                                .cites
-                                .iter()
-                                .filter_map(|&c| turns.get(usize::try_from(c).ok()?))
-                                .map(|t| (t.name.as_deref(), t.content.as_str()))
-                                .collect::<Vec<_>>()
+                            cited(&turns, &checked.cites)
                         );
                     }
                 }
@@ -292,12 +296,7 @@ fn measure(split: &str) -> Tally {
                         "NEGATED {written:?} -> {:?} {:?} {:?}",
                         checked.verdict,
                         checked.cites,
-                        checked
-                            .cites
-                            .iter()
-                            .filter_map(|&c| turns.get(usize::try_from(c).ok()?))
-                            .map(|t| t.content.as_str())
-                            .collect::<Vec<_>>()
+                        cited(&turns, &checked.cites)
                     );
                 }
                 // A value nobody in this body said, taken in turn.
@@ -340,12 +339,7 @@ fn measure(split: &str) -> Tally {
                         item(q, &other.answer),
                         checked.verdict,
                         checked.cites,
-                        checked
-                            .cites
-                            .iter()
-                            .filter_map(|&c| turns.get(usize::try_from(c).ok()?))
-                            .map(|t| (t.name.as_deref(), t.content.as_str()))
-                            .collect::<Vec<_>>()
+                        cited(&turns, &checked.cites)
                     );
                 }
             }
