@@ -404,9 +404,15 @@ fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
     }
     assert!(!missing.iter().any(|m| m == "silver"), "{missing:?}");
     // In a note about someone, a rare word nobody said is the model's invention; a common one
-    // cannot be weighed without a cited text, and passes (as a note about nobody does).
+    // is too unless it is near in meaning to what the note would cite (Aldric's turn); an
+    // impression in everyday words passes (as a note about nobody does).
     let missing = g.unsupported("Aldric brews kombucha for the sword");
     assert!(missing.contains(&"kombucha".to_string()), "{missing:?}");
+    let missing = g.unsupported("Aldric wants a fractured toe by day 4");
+    assert!(
+        missing.contains(&"fractured".to_string()) && missing.contains(&"toe".to_string()),
+        "{missing:?}"
+    );
     assert!(
         g.unsupported("Aldric seems worried about the sword")
             .is_empty()
