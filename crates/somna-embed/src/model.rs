@@ -276,7 +276,12 @@ impl LocalEmbedder {
                     reason: format!("the tokenizer has no {name} token"),
                 })
         };
-        let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
+        // The tokens the model's tokenizer puts around a text: BERT's `[CLS]`/`[SEP]`, MPNet's
+        // `<s>`/`</s>` (its vocabulary keeps BERT's names as ordinary tokens).
+        let (cls, sep) = match self.model {
+            Encoder::Bert(_) => (special("[CLS]")?, special("[SEP]")?),
+            Encoder::MpNet(_) => (special("<s>")?, special("</s>")?),
+        };
         let size = u32::try_from(self.tokenizer.get_vocab_size(true)).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(size as usize);
         let ids: Vec<u32> = (0..size).collect();
