@@ -20,7 +20,9 @@
 //! one is either such an item or a quote.
 //!
 //! A journal note (`journal_add`) cites nothing: it is written only when every value in it (and,
-//! in a note about someone, every rare word) is in something the agent was shown that turn ([`Grounder::unsupported`] over the turn's prompt), and
+//! in a note about someone, every word but everyday ones and paraphrases of the turn it would
+//! cite) is in something the agent was shown that turn ([`Grounder::unsupported`] over the turn's
+//! prompt), when it turns none of it around, and
 //! its arguments are never a source for another item (a summary citing the turn that wrote it).
 //!
 //! The check is deterministic, local and cheap (word and value lookups in hash sets;
@@ -809,12 +811,12 @@ impl Grounder {
                 }
             }
         }
-        let anchors = if anchors.is_empty() { &best } else { &anchors };
+        let weighed_against = if anchors.is_empty() { &best } else { &anchors };
         for u in unsaid {
             if u.rank.is_some_and(|r| r <= NOTE_EVERYDAY_WORDS) {
                 continue;
             }
-            if u.common.is_none() || !self.near(std::slice::from_ref(&u), anchors) {
+            if u.common.is_none() || !self.near(std::slice::from_ref(&u), weighed_against) {
                 missing.push(u.word);
             }
         }
@@ -825,8 +827,16 @@ impl Grounder {
                 "that it was {name}: {name} told it of someone else"
             ));
         }
-        // What they said turned around ([`Grounder::flip`] over the same sources).
-        missing.extend(self.flip(&best, text.trim()).as_ref().map(flip_message));
+        // What they said turned around ([`Grounder::flip`] over the same sources, and the one
+        // source of a word of the note: "Omar did not move to Lisbon" is about the one turn that
+        // says Lisbon, though other turns share more of its words).
+        let mut around = best;
+        for key in anchors {
+            if !around.contains(&key) {
+                around.push(key);
+            }
+        }
+        missing.extend(self.flip(&around, text.trim()).as_ref().map(flip_message));
         missing
     }
 

@@ -436,9 +436,10 @@ fn a_borrowed_or_invented_value_is_caught_on_the_tuning_split() {
     // The value denied where its turn says it (before `Grounder::flip`: 28.6% not committed as
     // written, for other reasons, and 10.3% as notes; with it 98.7% and 88.4%, true items
     // changed 28.9% → 29.2%, true notes refused 10.3% → 10.6%; 99.2% with repairs that keep what
-    // the cited turn vouched for).
+    // the cited turn vouched for; as notes 90.7% → 98.7% with the one source of a word of the
+    // note read too, true notes refused 17.0% → 17.1%).
     assert!(pct(t.negated_caught, t.negated) >= 95.0, "{t:?}");
-    assert!(pct(t.negated_notes_refused, t.negated) >= 80.0, "{t:?}");
+    assert!(pct(t.negated_notes_refused, t.negated) >= 95.0, "{t:?}");
 }
 
 /// The held-out split, never tuned on. Before words no turn says were weighed: invented values
@@ -479,7 +480,8 @@ fn a_borrowed_or_invented_value_is_caught_on_the_held_out_split() {
     // The value denied (before `Grounder::flip`: 28.1% and 13.9% as notes; measured twice:
     // 72.8% / 70.7% with a first version that read only the turn's closest clauses, then 99.8% /
     // 74.0%; true items changed 28.8% → 28.8%, true notes refused 13.9% → 14.7%; 100% with
-    // repairs that keep what the cited turn vouched for).
+    // repairs that keep what the cited turn vouched for; as notes, measured once with the one
+    // source of a word of the note read too: 74.0% → 99.3%, true notes refused 20.1% → 20.1%).
     assert!(pct(t.negated_caught, t.negated) >= 95.0, "{t:?}");
-    assert!(pct(t.negated_notes_refused, t.negated) >= 65.0, "{t:?}");
+    assert!(pct(t.negated_notes_refused, t.negated) >= 95.0, "{t:?}");
 }

@@ -797,6 +797,27 @@ fn an_item_that_drops_or_adds_a_negation_is_not_committed_as_written() {
     for note in ["Marta eats fish", "Marta doesn't eat meat"] {
         assert!(g.unsupported(note).is_empty(), "{note}");
     }
+    // A note read against the one turn that says its value, though others share more of its
+    // words: Omar's city is talked about in #2 and #3, Lisbon said only in #1.
+    let g = Grounder::from_turns(
+        &[
+            Turn::new(
+                1,
+                Role::User,
+                "Finally unpacked the boxes in our Lisbon flat.",
+            )
+            .with_name("Omar"),
+            Turn::new(2, Role::User, "Omar, which city do you miss the most now?")
+                .with_name("Lucas"),
+            Turn::new(3, Role::User, "Omar says the old city was loud.").with_name("Priya"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        g.unsupported("Omar's city is not Lisbon"),
+        vec!["not lisbon: what it rests on says lisbon".to_string()]
+    );
+    assert!(g.unsupported("Omar's flat is in Lisbon").is_empty());
 }
 
 /// A repair moves an item only to a source that says everything its cited source vouched for
