@@ -60,6 +60,18 @@ fn bench(c: &mut Criterion) {
             grounding::ground_summary(black_box(&inventing), &grounder)
         })
     });
+    // A journal note checked as `journal_add` checks it: the sources of what the agent was shown
+    // (here the 200 turns), then the note: one in the turns' words, one with common words nobody
+    // said (weighed against the turn it would cite).
+    c.bench_function("journal_notes_200_turns", |b| {
+        b.iter(|| {
+            let grounder = Grounder::from_turns(black_box(&turns), &["Wren"]);
+            (
+                grounder.unsupported(black_box("Mara asked who owns the empty lot")),
+                grounder.unsupported(black_box("Mara collects fractured teapots by the chapel")),
+            )
+        })
+    });
     // What every chat prompt does to a stored summary: its citations removed.
     c.bench_function("strip_summary_citations", |b| {
         b.iter(|| cite::strip_all(black_box(&summary)))
