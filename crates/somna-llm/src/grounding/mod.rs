@@ -558,7 +558,9 @@ impl Grounder {
         if !item_negates && !sources.iter().any(|s| polarity::denies(s)) {
             return None;
         }
-        polarity::disagreement(&polarity::polarity(text), &sources)
+        polarity::disagreement(&polarity::polarity(text), &sources, |term| {
+            telling_keys().contains(&term)
+        })
     }
 
     /// True when the sources write `word` (lower-cased) in lower case somewhere.
@@ -1254,6 +1256,16 @@ fn names(claims: &[Claim], person: &str) -> bool {
 fn framing() -> &'static HashSet<String> {
     static FRAMING: OnceLock<HashSet<String>> = OnceLock::new();
     FRAMING.get_or_init(|| terms(FRAMING_WORDS).into_iter().collect())
+}
+
+/// Words of telling: a negation that reaches one first ("Nobody has told me about the wedding",
+/// "I never mentioned Lisbon") denies the telling, not what was told ([`Grounder::flip`]).
+const TELLING_WORDS: &str = "say said tell told mention ask talk discuss report explain describe";
+
+/// [`TELLING_WORDS`]' terms by [`term_key`], as [`polarity`] compares words.
+fn telling_keys() -> &'static HashSet<u64> {
+    static KEYS: OnceLock<HashSet<u64>> = OnceLock::new();
+    KEYS.get_or_init(|| terms(TELLING_WORDS).iter().map(|t| term_key(t)).collect())
 }
 
 /// What the sources do with one word (lower-cased): see [`Grounder::words`].

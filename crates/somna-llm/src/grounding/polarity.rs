@@ -171,8 +171,14 @@ fn lower_word(raw: &str, out: &mut String) {
 /// not say whole is no evidence: "Marta eats fish" against "I don't eat meat any more, only fish"
 /// shares `eat`, not what is denied; "Chloe is afraid of heights" against "Don't tease Chloe about
 /// being afraid of heights" does not say what is denied of Chloe. Returns that last word and
-/// whether the item is the side that negates it; `None` when they agree.
-pub(super) fn disagreement(item: &[Said], sources: &[&[Said]]) -> Option<(String, bool)> {
+/// whether the item is the side that negates it; `None` when they agree. A negation whose first
+/// word `tells` (a word of telling: "Nobody has told me about the wedding" against "Bram told me:
+/// … our wedding song") denies the telling, not what was told, and is no evidence either way.
+pub(super) fn disagreement(
+    item: &[Said],
+    sources: &[&[Said]],
+    tells: impl Fn(u64) -> bool,
+) -> Option<(String, bool)> {
     let item_side = [item];
     for (sides, others, item_negates) in [
         (sources, item_side.as_slice(), false),
@@ -183,9 +189,13 @@ pub(super) fn disagreement(item: &[Said], sources: &[&[Said]]) -> Option<(String
             negations.dedup();
             for negation in negations {
                 let mut denied = side.iter().filter(|s| s.negation == Some(negation));
-                let Some(last) = denied.clone().next_back() else {
+                let (Some(first), Some(last)) = (denied.clone().next(), denied.clone().next_back())
+                else {
                     continue;
                 };
+                if tells(first.term) {
+                    continue;
+                }
                 let opposite = denied.all(|d| sayings(others, d.term).next().is_some())
                     && sayings(others, last.term).all(|o| o.negation.is_none())
                     && sayings(sides, last.term).all(|s| s.negation.is_some());
@@ -279,7 +289,7 @@ mod tests {
     #[test]
     fn a_dropped_or_added_negation_disagrees_and_a_kept_one_agrees() {
         let source = polarity("I don't eat meat any more, only fish");
-        let against = |item: &str| disagreement(&polarity(item), &[&source]);
+        let against = |item: &str| disagreement(&polarity(item), &[&source], |_| false);
         assert_eq!(against("Marta eats meat"), Some(("meat".into(), false)));
         assert_eq!(
             against("Marta eats red meat daily"),
@@ -299,14 +309,19 @@ mod tests {
         assert_eq!(
             disagreement(
                 &polarity("Which city did Omar relocate to: not Lisbon"),
-                &[&source]
+                &[&source],
+                |_| false
             ),
             Some(("lisbon".into(), true))
         );
         // A denial the item does not say whole: the teasing, not Chloe.
         let source = polarity("Don't tease Chloe about being afraid of heights.");
         assert_eq!(
-            disagreement(&polarity("What is Chloe afraid of: heights"), &[&source]),
+            disagreement(
+                &polarity("What is Chloe afraid of: heights"),
+                &[&source],
+                |_| false
+            ),
             None
         );
         // A denial whose last word the item does not say: the allergy, not the plate.
@@ -314,12 +329,25 @@ mod tests {
         assert_eq!(
             disagreement(
                 &polarity("Which substance makes Dmitri sick: hazelnuts"),
-                &[&source]
+                &[&source],
+                |_| false
             ),
             None
         );
         // Said both ways on one side: no evidence.
         let source = polarity("I never eat meat. Well, I eat meat at weddings");
-        assert_eq!(disagreement(&polarity("Marta eats meat"), &[&source]), None);
+        assert_eq!(
+            disagreement(&polarity("Marta eats meat"), &[&source], |_| false),
+            None
+        );
+        // A denial of the telling, not of what was told, is no evidence.
+        let source = polarity("Nobody has told me about the wedding.");
+        let item = polarity("Bram told me: she says you're writing our wedding song");
+        let told = term_key("told");
+        assert_eq!(
+            disagreement(&item, &[&source], |_| false),
+            Some(("wedding".into(), false))
+        );
+        assert_eq!(disagreement(&item, &[&source], |t| t == told), None);
     }
 }

@@ -818,6 +818,29 @@ fn an_item_that_drops_or_adds_a_negation_is_not_committed_as_written() {
         vec!["not lisbon: what it rests on says lisbon".to_string()]
     );
     assert!(g.unsupported("Omar's flat is in Lisbon").is_empty());
+    // A denial of the telling ("Nobody has told me"), not of what was told, turns no note around
+    // (the README's village: the builtin brain's note after Bram's turn).
+    let g = Grounder::from_turns(
+        &[
+            Turn::new(1, Role::User, "When is the wedding, Felix?").with_name("Lise"),
+            Turn::new(
+                2,
+                Role::Assistant,
+                "Good question, Lise. Nobody has told me.",
+            ),
+            Turn::new(
+                3,
+                Role::User,
+                "I'm Bram Cooper. She says you're writing our wedding song.",
+            )
+            .with_name("Bram"),
+        ],
+        &["Felix"],
+    );
+    assert!(
+        g.unsupported("Bram told me: She says you're writing our wedding song.")
+            .is_empty()
+    );
 }
 
 /// A repair moves an item only to a source that says everything its cited source vouched for
