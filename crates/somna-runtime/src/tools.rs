@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use somna_core::config::{AgentConfig, ToolSpec};
 use somna_core::{AgentId, JournalEntry, SourceType, Timestamp, ToolCall};
-use somna_llm::grounding::Grounder;
+use somna_llm::grounding::{Grounder, ONLY_YOU_SAID};
 use somna_store::{DocKind, Store, StoreError};
 
 use crate::prompt::search_archive;
@@ -104,9 +104,14 @@ pub fn run_builtin(
                 let content = args.content.trim();
                 let refused = seen()?.unsupported(content);
                 if !refused.is_empty() {
+                    let yours = if refused.iter().any(|r| r.ends_with(ONLY_YOU_SAID)) {
+                        "; what only you said is yours: note it as what you said (\"I told …\")"
+                    } else {
+                        ""
+                    };
                     let result = error_result(&format!(
                         "not written: nothing in this conversation or your memory says {}; a note \
-                         may hold only what was said or shown",
+                         may hold only what was said or shown{yours}",
                         refused.join(", ")
                     ));
                     return Ok(Ran { result, refused });

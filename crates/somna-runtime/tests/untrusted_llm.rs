@@ -262,6 +262,11 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     marta.created_at = Timestamp(20_000);
     marta.tokens = counter().count_message(&marta);
     store.append(&id, marta, Timestamp(20_000)).unwrap();
+    // The agent's own claim about Aldric, which Aldric never made.
+    let mut claim = Message::assistant("You owe me 500 gold for the harrow, Aldric.");
+    claim.created_at = Timestamp(21_000);
+    claim.tokens = counter().count_message(&claim);
+    store.append(&id, claim, Timestamp(21_000)).unwrap();
     store
         .consolidate(
             &id,
@@ -296,6 +301,9 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             note("n5", "Marta planted turnips along the mill race"),
             // What this turn says, turned around.
             note("n6", "Aldric won't pay for the saddle"),
+            // What only the agent said of Aldric, as a fact about him; then as the agent's own.
+            note("n7", "Aldric owes 500 gold for the harrow"),
+            note("n8", "I told Aldric he owes me 500 gold for the harrow"),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -315,6 +323,10 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         written.iter().any(|c| c.contains("Odo still owes")),
         "{written:?}"
     );
+    assert!(
+        written.iter().any(|c| c.starts_with("I told Aldric")),
+        "{written:?}"
+    );
     for invented in [
         "Zorbath",
         "9871",
@@ -322,6 +334,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         "kombucha",
         "Marta planted",
         "won't pay",
+        "Aldric owes",
     ] {
         assert!(
             !written.iter().any(|c| c.contains(invented)),
@@ -339,11 +352,25 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         "{}",
         result.content
     );
+    let yours = history
+        .iter()
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("n7"))
+        .expect("the refused note's result");
+    assert!(
+        yours.content.contains("500 (only you said it)")
+            && yours.content.contains("note it as what you said"),
+        "{}",
+        yours.content
+    );
     let second = &stub.requests()[1];
     assert!(second.prompt_text().contains("not written"));
     // The host was told once per refused note, naming the values.
     let warnings = warnings(&mut h);
-    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    assert_eq!(warnings.len(), 5, "{warnings:?}");
+    assert!(
+        warnings[4].contains("500 (only you said it)"),
+        "{warnings:?}"
+    );
     assert!(
         warnings[0].contains("9871") && warnings[0].contains("qx5531"),
         "{warnings:?}"

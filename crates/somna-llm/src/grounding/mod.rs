@@ -757,14 +757,28 @@ impl Grounder {
     pub fn unsupported(&self, text: &str) -> Vec<String> {
         let claims = self.claims_of(text.trim());
         let mut missing: Vec<String> = Vec::new();
+        // A note about others (not in the first person, naming none of the agent's names) rests
+        // on what they, a tool or the agent's memory said: a value only the agent's own turns
+        // hold is the agent's claim ("You owe me 500 gold, Aldric"), not a fact about them, as
+        // for a summary's `User facts` ([`Grounder::check_about_others`]).
+        let about_others = !in_first_person(text)
+            && !claims
+                .iter()
+                .any(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)) && self.known.supports(c));
         for c in &claims {
-            let held = self.known.supports(c)
-                || self
-                    .sources
-                    .keys()
-                    .any(|k| self.evidence_of(*k).is_some_and(|e| e.supports(c)));
-            let c = c.to_string();
-            if !held && !missing.contains(&c) {
+            let held_by = |agents: bool| {
+                self.sources.keys().any(|k| {
+                    (agents || !self.is_agents(*k))
+                        && self.evidence_of(*k).is_some_and(|e| e.supports(c))
+                })
+            };
+            let shown = self.known.supports(c) || held_by(!about_others);
+            let c = if !shown && about_others && held_by(true) {
+                format!("{c}{ONLY_YOU_SAID}")
+            } else {
+                c.to_string()
+            };
+            if !shown && !missing.contains(&c) {
                 missing.push(c);
             }
         }
@@ -1257,6 +1271,10 @@ fn framing() -> &'static HashSet<String> {
     static FRAMING: OnceLock<HashSet<String>> = OnceLock::new();
     FRAMING.get_or_init(|| terms(FRAMING_WORDS).into_iter().collect())
 }
+
+/// What [`Grounder::unsupported`] adds to a value of a note about others that only the agent's
+/// own turns hold.
+pub const ONLY_YOU_SAID: &str = " (only you said it)";
 
 /// Words of telling: a negation that reaches one first ("Nobody has told me about the wedding",
 /// "I never mentioned Lisbon") denies the telling, not what was told ([`Grounder::flip`]).

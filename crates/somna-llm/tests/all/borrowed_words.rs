@@ -119,12 +119,10 @@ fn conversation(split: &str, name: &str) -> Vec<Turn> {
         .enumerate()
         .map(|(i, l)| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let role = if v["role"] == "assistant" {
-                Role::Assistant
-            } else {
-                Role::User
-            };
-            let mut turn = Turn::new(i as u64, role, v["content"].as_str().unwrap());
+            // A group chat of people: the datasets' `assistant` turns are a person's, not an
+            // agent's words (a journal note about someone else may not rest on the agent's own
+            // turns, `Grounder::unsupported`; nothing else here reads the role).
+            let mut turn = Turn::new(i as u64, Role::User, v["content"].as_str().unwrap());
             turn.name = v["name"].as_str().map(str::to_string);
             turn
         })

@@ -419,6 +419,31 @@ fn a_note_backs_nothing_and_an_uncited_claim_lists_what_nobody_said() {
     );
 }
 
+/// A journal note about someone else rests on what they (or a tool, or the agent's memory) said:
+/// a value only the agent's own turns hold is the agent's claim, and the note is refused naming
+/// it; the same value in a note in the agent's own voice, or one of Aldric's values, is written.
+#[test]
+fn a_note_about_others_rests_on_their_words_not_the_agents() {
+    let g = Grounder::from_turns(&innkeeper_and_aldric(), &["Wren"]);
+    assert_eq!(
+        g.unsupported("Aldric owes 500 gold for last winter"),
+        vec!["500 (only you said it)".to_string()]
+    );
+    for note in [
+        "I told Aldric he owes me 500 gold for last winter",
+        "Wren asked Aldric for 500 gold",
+        "Aldric will pay 40 silver for the room on Friday",
+        "Aldric's sister Elsbeth arrives on Friday",
+    ] {
+        assert!(g.unsupported(note).is_empty(), "{note}");
+    }
+    // A value nobody said is still just missing.
+    assert_eq!(
+        g.unsupported("Aldric owes 700 gold"),
+        vec!["700".to_string()]
+    );
+}
+
 /// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
 fn innkeeper_and_aldric() -> [Turn; 3] {
     [
