@@ -768,8 +768,8 @@ impl Grounder {
         for c in &claims {
             let held_by = |agents: bool| {
                 self.sources.keys().any(|k| {
-                    (agents || !self.is_agents(*k))
-                        && self.evidence_of(*k).is_some_and(|e| e.supports(c))
+                    self.evidence_of(*k).is_some_and(|e| e.supports(c))
+                        && (agents || self.others_say(*k, c))
                 })
             };
             let shown = self.known.supports(c) || held_by(!about_others);
@@ -876,6 +876,46 @@ impl Grounder {
     pub fn check_about_others(&self, item: &str) -> Checked {
         let (text, cites) = cite::split(item);
         self.check_from(&text, &cites, true)
+    }
+
+    /// True when what someone other than the agent said in the sources of `key` supports `c`:
+    /// not a turn of the agent's own, and not a line that quotes the agent (`[day] assistant: …`
+    /// in a summary or the context note, or under one of the agent's names).
+    fn others_say(&self, key: u64, c: &Claim) -> bool {
+        if self.is_agents(key) {
+            return false;
+        }
+        let list = self.sources.get(&key).map_or(&[][..], Vec::as_slice);
+        let quotes_agent = |line: &str| {
+            let line = line
+                .trim_start()
+                .trim_start_matches(['-', '*'])
+                .trim_start();
+            quote_label(line).is_some_and(|(label, _)| {
+                let words: Vec<String> = label.split_whitespace().map(str::to_lowercase).collect();
+                words == ["assistant"] || self.known.supports(&Claim::Name(words))
+            })
+        };
+        if !list
+            .iter()
+            .flat_map(|s| &s.lines)
+            .any(|l| quotes_agent(&l.text))
+        {
+            return true;
+        }
+        list.iter().any(|s| {
+            let mut e = Evidence::new();
+            for line in s.lines.iter().filter(|l| !quotes_agent(&l.text)) {
+                e.add_text(&line.text);
+            }
+            if let Some(speaker) = &s.speaker {
+                e.add_name(speaker);
+            }
+            if let Some(at) = &s.at {
+                e.add_time(at);
+            }
+            e.supports(c)
+        })
     }
 
     /// True when every source of `key` is a turn of the agent's own.

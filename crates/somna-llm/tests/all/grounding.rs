@@ -442,6 +442,35 @@ fn a_note_about_others_rests_on_their_words_not_the_agents() {
         g.unsupported("Aldric owes 700 gold"),
         vec!["700".to_string()]
     );
+    // The agent's words quoted in the summary or the context note are still the agent's; what
+    // Aldric is quoted saying backs a note about him.
+    let prompt = |quote: &str| {
+        Grounder::from_turns(
+            &[Turn::new(
+                9,
+                Role::System,
+                format!(
+                    "You are Wren.\n\n## Topic arc\n- {quote}\n- Aldric: I need the sword by day 4."
+                ),
+            )],
+            &["Wren"],
+        )
+    };
+    for quote in [
+        "[2026-06-01] assistant: You owe me 500 gold for last winter, Aldric.",
+        "Wren: You owe me 500 gold for last winter, Aldric.",
+    ] {
+        assert_eq!(
+            prompt(quote).unsupported("Aldric owes 500 gold"),
+            vec!["500 (only you said it)".to_string()],
+            "{quote}"
+        );
+    }
+    assert!(
+        prompt("[2026-06-01] Aldric: I owe you 500 gold for last winter.")
+            .unsupported("Aldric owes 500 gold")
+            .is_empty()
+    );
 }
 
 /// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
