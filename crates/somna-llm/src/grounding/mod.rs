@@ -757,14 +757,18 @@ impl Grounder {
     pub fn unsupported(&self, text: &str) -> Vec<String> {
         let claims = self.claims_of(text.trim());
         let mut missing: Vec<String> = Vec::new();
-        // A note about others (not in the first person, naming none of the agent's names) rests
-        // on what they, a tool or the agent's memory said: a value only the agent's own turns
-        // hold is the agent's claim ("You owe me 500 gold, Aldric"), not a fact about them, as
-        // for a summary's `User facts` ([`Grounder::check_about_others`]).
-        let about_others = !in_first_person(text)
-            && !claims
-                .iter()
-                .any(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)) && self.known.supports(c));
+        // A note about others (it names someone, not in the first person and naming none of the
+        // agent's names) rests on what they, a tool or the agent's memory said: a value only the
+        // agent's own turns hold is the agent's claim ("You owe me 500 gold, Aldric"), not a fact
+        // about them, as for a summary's `User facts` ([`Grounder::check_about_others`]). A note
+        // that names nobody ("The room is 40 silver") is the agent's own business.
+        let names: Vec<&Claim> = claims
+            .iter()
+            .filter(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)))
+            .collect();
+        let about_others = !names.is_empty()
+            && !in_first_person(text)
+            && !names.iter().any(|c| self.known.supports(c));
         for c in &claims {
             let held_by = |agents: bool| {
                 self.sources.keys().any(|k| {

@@ -432,6 +432,8 @@ fn a_note_about_others_rests_on_their_words_not_the_agents() {
     for note in [
         "I told Aldric he owes me 500 gold for last winter",
         "Wren asked Aldric for 500 gold",
+        // Naming nobody: the agent's own business.
+        "The debt for last winter is 500 gold",
         "Aldric will pay 40 silver for the room on Friday",
         "Aldric's sister Elsbeth arrives on Friday",
     ] {
