@@ -47,7 +47,7 @@ use std::sync::OnceLock;
 use claims::term_key;
 use rustc_hash::FxHashMap;
 use somna_core::retrieval::{lowercase_into, terms, visit_terms};
-use somna_core::{JournalEntry, Role};
+use somna_core::{JournalEntry, Role, SourceType};
 use somna_embed::StaticEmbedder;
 use somna_text::extractive::{NONE, Section};
 use somna_text::transcript::Turn;
@@ -307,13 +307,16 @@ impl Grounder {
                     }
                 }
             }
+            // A note of what the agent itself said ("I told Aldric he owes me 500 gold") is the
+            // agent's word, as its turn was: it backs what the agent said, no fact about Aldric.
+            let by_agent = e.source_type == SourceType::Note && tells_own_words(&e.content);
             g.add(
                 e.id,
                 Source {
                     speaker: None,
                     at: None,
                     lines,
-                    by_agent: false,
+                    by_agent,
                     counted: true,
                 },
             );
@@ -1323,6 +1326,21 @@ pub const ONLY_YOU_SAID: &str = " (only you said it)";
 /// Words of telling: a negation that reaches one first ("Nobody has told me about the wedding",
 /// "I never mentioned Lisbon") denies the telling, not what was told ([`Grounder::flip`]).
 const TELLING_WORDS: &str = "say said tell told mention ask talk discuss report explain describe";
+
+/// True when `text` starts as the agent's account of its own words: "I told …", "I said …",
+/// "We mentioned …" (the first person, then a word of [`TELLING_WORDS`]).
+fn tells_own_words(text: &str) -> bool {
+    let mut words = text
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty());
+    let (Some(who), Some(verb)) = (words.next(), words.next()) else {
+        return false;
+    };
+    matches!(who.to_lowercase().as_str(), "i" | "we")
+        && terms(verb)
+            .iter()
+            .any(|t| telling_keys().contains(&term_key(t)))
+}
 
 /// [`TELLING_WORDS`]' terms by [`term_key`], as [`polarity`] compares words.
 fn telling_keys() -> &'static HashSet<u64> {

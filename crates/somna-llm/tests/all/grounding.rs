@@ -475,6 +475,39 @@ fn a_note_about_others_rests_on_their_words_not_the_agents() {
     );
 }
 
+/// A memory fact consolidated from notes rests on what the notes' people said: a note of the
+/// agent's own words ("I told Aldric he owes me 500 gold") backs no fact about Aldric, which is
+/// replaced by the note's own words; a note of what Aldric said does.
+#[test]
+fn a_fact_from_a_note_of_the_agents_own_words_stays_the_agents() {
+    let mut own = JournalEntry::new(
+        Timestamp(0),
+        SourceType::Note,
+        7,
+        "I told Aldric he owes me 500 gold for the harrow",
+    );
+    own.id = 1;
+    let mut his = JournalEntry::new(
+        Timestamp(0),
+        SourceType::Note,
+        7,
+        "Aldric told me: I will pay 40 silver on Friday",
+    );
+    his.id = 2;
+    let g = Grounder::from_entries(&[own, his], &["Wren"]);
+    let (kept, _, _) = grounding::ground_facts(
+        [
+            "Aldric owes 500 gold for the harrow [#1]",
+            "Aldric will pay 40 silver on Friday [#2]",
+        ],
+        &g,
+    );
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_ne!(kept[0].verdict, Verdict::Kept, "{kept:?}");
+    assert!(kept[0].text.contains("I told Aldric"), "{kept:?}");
+    assert_eq!(kept[1].verdict, Verdict::Kept, "{kept:?}");
+}
+
 /// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
 fn innkeeper_and_aldric() -> [Turn; 3] {
     [
