@@ -751,11 +751,13 @@ impl Grounder {
     }
 
     /// The values of `text` (an uncited claim: a journal note the model writes) that no source
-    /// holds, nor the known names, each as the check writes it, and (when it names someone) its
-    /// words that no source says, but for English's [`EVERYDAY_WORDS`] and a common word near in
-    /// meaning ([`NEAR`]) to the source that alone says one of the note's words (what the note
-    /// would cite; else the sources sharing the most words with it); empty when every value is in
-    /// something the sources say. Unlike [`Grounder::check`], a text with no value to check
+    /// holds, nor the known names, each as the check writes it (a value only the agent's own words
+    /// hold, in a note about others, marked [`ONLY_YOU_SAID`]); and, when it names someone, its
+    /// words that no source says, but for English's [`NOTE_EVERYDAY_WORDS`] commonest and a common
+    /// word near in meaning ([`NEAR`]) to the source that alone says one of the note's words (what
+    /// the note would cite; else the sources sharing the most words with it); a name credited to
+    /// whoever told it of someone else; a negation the note drops or adds. Empty when every value
+    /// is in something the sources say. Unlike [`Grounder::check`], a text with no value to check
     /// passes: a note that names nothing checkable invents nothing checkable.
     pub fn unsupported(&self, text: &str) -> Vec<String> {
         let claims = self.claims_of(text.trim());
