@@ -5,10 +5,12 @@
 use std::time::Duration;
 
 use serde_json::json;
+use somna_core::config::AgentConfig;
 use somna_core::tokens::Calibration;
 use somna_core::{Message, Role, Timestamp};
 use somna_runtime::agent::{MAX_TOOL_ROUNDS, MAX_TURN_ATTEMPTS};
 use somna_runtime::{Clock, Event};
+use somna_store::Store;
 use somna_testkit::{Reply, StubLlmServer, UsageReport};
 
 use crate::support::*;
@@ -281,12 +283,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     let mut config = agent_config("wren", 8000);
     // A working context, so the memory fact about Odo is in the prompt.
     config.compaction.working_share = 0.3;
-    let deps = agent_deps(
-        &store,
-        stub_client(&stub, Duration::from_secs(5)),
-        Clock::real(),
-    );
-    let mut h = Driven::load(config, deps);
+    let mut h = driven_by(&store, &stub, config);
     stub.push_all([
         Reply::ToolCalls(vec![
             // Said in this turn, by its speaker.
@@ -386,6 +383,16 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     );
 }
 
+/// The agent of `store`, driven by hand, its model the stub server (5 s timeouts, real clock).
+fn driven_by(store: &Store, stub: &StubLlmServer, config: AgentConfig) -> Driven {
+    let deps = agent_deps(
+        store,
+        stub_client(stub, Duration::from_secs(5)),
+        Clock::real(),
+    );
+    Driven::load(config, deps)
+}
+
 /// A note resting on an archived turn that the prompt shows as a quote (`[day] Marta: …`, in the
 /// context note's excerpts and the summary) is held to the same rule as one resting on a live
 /// turn: Marta told of Aldric, so "Marta planted turnips" is not written, and "Aldric planted
@@ -427,12 +434,7 @@ async fn a_note_over_an_archived_quote_does_not_credit_its_speaker() {
         "Marta's turn is still live"
     );
 
-    let deps = agent_deps(
-        &store,
-        stub_client(&stub, Duration::from_secs(5)),
-        Clock::real(),
-    );
-    let mut h = Driven::load(config, deps);
+    let mut h = driven_by(&store, &stub, config);
     stub.push_all([
         Reply::ToolCalls(vec![
             note("n1", "Marta planted turnips along the mill race"),

@@ -355,22 +355,29 @@ fn pct(n: usize, of: usize) -> f64 {
     100.0 * n as f64 / of.max(1) as f64
 }
 
-fn report(split: &str, t: &Tally) {
+/// One kind of item's line: how many were caught as items, and refused as notes.
+fn caught_and_refused(split: &str, kind: &str, of: usize, caught: usize, refused: usize) {
     println!(
-        "{split}: negated caught {}/{} ({:.1}%), as notes refused {} ({:.1}%)",
-        t.negated_caught,
-        t.negated,
-        pct(t.negated_caught, t.negated),
-        t.negated_notes_refused,
-        pct(t.negated_notes_refused, t.negated)
+        "{split}: {kind} caught {caught}/{of} ({:.1}%), as notes refused {refused} ({:.1}%)",
+        pct(caught, of),
+        pct(refused, of)
     );
-    println!(
-        "{split}: misattributed caught {}/{} ({:.1}%), as notes refused {} ({:.1}%)",
-        t.misattributed_caught,
+}
+
+fn report(split: &str, t: &Tally) {
+    caught_and_refused(
+        split,
+        "negated",
+        t.negated,
+        t.negated_caught,
+        t.negated_notes_refused,
+    );
+    caught_and_refused(
+        split,
+        "misattributed",
         t.misattributed,
-        pct(t.misattributed_caught, t.misattributed),
+        t.misattributed_caught,
         t.misattributed_notes_refused,
-        pct(t.misattributed_notes_refused, t.misattributed)
     );
     println!(
         "{split}: as journal notes, invented refused {}/{} ({:.1}%), true refused {}/{} ({:.1}%)",
