@@ -253,7 +253,8 @@ fn note(id: &str, content: &str) -> somna_core::ToolCall {
 /// says, or a name given what its speaker told of someone else, or what was said turned around
 /// (a negation added or dropped), is not written, and the model
 /// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
-/// was shown are written as before.
+/// was shown are written as before, and so is the agent's own account ("I told Aldric …", "Asked
+/// Aldric for …").
 #[actix::test]
 async fn a_journal_note_with_values_nobody_said_is_not_written() {
     let stub = StubLlmServer::start();
@@ -301,6 +302,8 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             // What only the agent said of Aldric, as a fact about him; then as the agent's own.
             note("n7", "Aldric owes 500 gold for the harrow"),
             note("n8", "I told Aldric he owes me 500 gold for the harrow"),
+            // The agent's own account with its "I" left out, as notes are written.
+            note("n9", "Asked Aldric for 500 gold for the harrow"),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -322,6 +325,10 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     );
     assert!(
         written.iter().any(|c| c.starts_with("I told Aldric")),
+        "{written:?}"
+    );
+    assert!(
+        written.iter().any(|c| c.starts_with("Asked Aldric")),
         "{written:?}"
     );
     for invented in [

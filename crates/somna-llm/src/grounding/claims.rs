@@ -505,9 +505,18 @@ fn is_common_starter(word: &str) -> bool {
     let lower = word.to_lowercase();
     text::is_stop_word(&lower)
         || NOTE_STARTERS.contains(&lower.as_str())
-        || ["ed", "ing", "ly", "ies"]
-            .iter()
-            .any(|s| lower.len() > s.len() + 2 && lower.ends_with(s))
+        || super::note_verbs().contains(lower.as_str())
+        || reads_as_verb(word)
+}
+
+/// True when `word` ends as a past tense, a participle, an adverb or a plural does ("-ed",
+/// "-ing", "-ly", "-ies"; any case), past a stem of three letters: a sentence's first word that
+/// reads so starts no name, unless the sources speak of such a person ("Alfred").
+pub(super) fn reads_as_verb(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    [&b"ed"[..], b"ing", b"ly", b"ies"].iter().any(|s| {
+        bytes.len() > s.len() + 2 && bytes[bytes.len() - s.len()..].eq_ignore_ascii_case(s)
+    })
 }
 
 /// A search term as the check stores it: its hash (two terms that hash alike, about 1 in 2⁶⁴ for

@@ -388,6 +388,27 @@ impl Grounder {
     }
 
     /// The words of every speaker's name, lower-cased (roles aside), gathered once.
+    /// True when `text` starts with a verb and no subject, as notes are written in the first
+    /// person with the "I" left out ("Sold Aldric the sword for 40 silver", "Told Mara about the
+    /// wolves", "Ask Aldric about the harrow"): its first word is one of [`NOTE_VERBS`] or a
+    /// past tense in "-ed", and no name of a person the sources speak of or write only
+    /// capitalized ("Alfred owes 500 gold" is about Alfred).
+    fn starts_without_subject(&self, text: &str) -> bool {
+        let Some(first) = text
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .find(|w| !w.is_empty())
+        else {
+            return false;
+        };
+        let lower = first.to_lowercase();
+        let verb = note_verbs().contains(lower.as_str())
+            || (lower.len() >= 5
+                && lower.ends_with("ed")
+                && lower.chars().all(char::is_alphabetic));
+        verb && !self.people().contains(&lower)
+            && self.words.get(&lower).is_none_or(|seen| seen.lower_case)
+    }
+
     fn people(&self) -> &HashSet<String> {
         self.people.get_or_init(|| {
             let roles = [Role::User, Role::Assistant, Role::Tool, Role::System].map(Role::as_str);
@@ -589,9 +610,10 @@ impl Grounder {
     }
 
     /// The checkable values of `text`: a sentence's capitalized first word is no name when the
-    /// sources write it in lower case (or its singular).
+    /// sources write it in lower case (or its singular), and is one when it is a person the
+    /// sources speak of, though it reads like a verb or a note's starter.
     fn claims_of(&self, text: &str) -> Vec<Claim> {
-        claims(text)
+        let mut out: Vec<Claim> = claims(text)
             .into_iter()
             .filter(|c| match c {
                 Claim::Lead(w) => {
@@ -599,7 +621,30 @@ impl Grounder {
                 }
                 _ => true,
             })
-            .collect()
+            .collect();
+        // A sentence's first word that reads like a verb or an adverb ("Alfred", "Emily", which
+        // `claims` reads as no name) is still a name when it is a person's the sources speak of
+        // ("Alfred owes 500 gold").
+        let starts = text.split(['.', '!', '?', '…', '\n']).filter_map(|part| {
+            part.split(|c: char| !c.is_alphanumeric() && c != '\'')
+                .find(|w| !w.is_empty())
+        });
+        for first in starts {
+            // Only such a word is lower-cased and looked up: most sentences start otherwise.
+            if !first.starts_with(char::is_uppercase) || !claims::reads_as_verb(first) {
+                continue;
+            }
+            let lower = first.to_lowercase();
+            let claimed = out.iter().any(|c| match c {
+                Claim::Lead(w) => *w == lower,
+                Claim::Name(words) => words.contains(&lower),
+                _ => false,
+            });
+            if !claimed && !self.is_plain(&lower) && self.people().contains(&lower) {
+                out.push(Claim::Lead(lower));
+            }
+        }
+        out
     }
 
     /// The claims of an item that cites its sources: its values ([`Grounder::claims_of`]) and
@@ -773,6 +818,7 @@ impl Grounder {
             .collect();
         let about_others = !names.is_empty()
             && !in_first_person(text)
+            && !self.starts_without_subject(text)
             && !names.iter().any(|c| self.known.supports(c));
         for c in &claims {
             let held_by = |agents: bool| {
@@ -1330,18 +1376,43 @@ pub const ONLY_YOU_SAID: &str = " (only you said it)";
 const TELLING_WORDS: &str = "say said tell told mention ask talk discuss report explain describe";
 
 /// True when `text` starts as the agent's account of its own words: "I told …", "I said …",
-/// "We mentioned …" (the first person, then a word of [`TELLING_WORDS`]).
+/// "We mentioned …" (the first person, then a word of [`TELLING_WORDS`]), or "Told …" (the "I"
+/// left out).
 fn tells_own_words(text: &str) -> bool {
     let mut words = text
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| !w.is_empty());
-    let (Some(who), Some(verb)) = (words.next(), words.next()) else {
+    let Some(who) = words.next() else {
         return false;
     };
-    matches!(who.to_lowercase().as_str(), "i" | "we")
-        && terms(verb)
+    let telling = |verb: &str| {
+        terms(verb)
             .iter()
             .any(|t| telling_keys().contains(&term_key(t)))
+    };
+    // "Told Aldric he owes …": the "I" left out, as notes are written.
+    if telling(who) && who.starts_with(char::is_uppercase) {
+        return true;
+    }
+    words
+        .next()
+        .is_some_and(|verb| matches!(who.to_lowercase().as_str(), "i" | "we") && telling(verb))
+}
+
+/// The verbs a note in the first person starts with when it leaves the "I" out, besides past
+/// tenses in "-ed" ([`Grounder::starts_without_subject`]): past tenses of other forms, and the
+/// bare verbs of a note of what to do ("Ask Aldric about the harrow"). None is a common name.
+const NOTE_VERBS: &str = "sold told gave took made paid got met saw left lent bought brought sent \
+kept found heard said spoke wrote went came won lost ate drank ran sat stood fought caught taught \
+thought felt forgot forgave hid held hurt knew led meant rode sang slept spent stole swore threw \
+understood woke wore broke chose drove fell flew grew began built dealt dug fed fled hung laid lit \
+sought shook swept tore wept became owe ask tell remind deliver buy sell pay meet bring send visit \
+check fix mend give take make need warn promise";
+
+/// [`NOTE_VERBS`] as a set.
+fn note_verbs() -> &'static HashSet<&'static str> {
+    static VERBS: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    VERBS.get_or_init(|| NOTE_VERBS.split_whitespace().collect())
 }
 
 /// [`TELLING_WORDS`]' terms by [`term_key`], as [`polarity`] compares words.

@@ -494,18 +494,29 @@ fn a_fact_from_a_note_of_the_agents_own_words_stays_the_agents() {
         "Aldric told me: I will pay 40 silver on Friday",
     );
     his.id = 2;
-    let g = Grounder::from_entries(&[own, his], &["Wren"]);
+    // The same account with its "I" left out, as notes are written.
+    let mut told = JournalEntry::new(
+        Timestamp(0),
+        SourceType::Note,
+        8,
+        "Told Mara she owes me 30 silver for the ale",
+    );
+    told.id = 3;
+    let g = Grounder::from_entries(&[own, his, told], &["Wren"]);
     let (kept, _, _) = grounding::ground_facts(
         [
             "Aldric owes 500 gold for the harrow [#1]",
             "Aldric will pay 40 silver on Friday [#2]",
+            "Mara owes 30 silver for the ale [#3]",
         ],
         &g,
     );
-    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept.len(), 3, "{kept:?}");
     assert_ne!(kept[0].verdict, Verdict::Kept, "{kept:?}");
     assert!(kept[0].text.contains("I told Aldric"), "{kept:?}");
     assert_eq!(kept[1].verdict, Verdict::Kept, "{kept:?}");
+    assert_ne!(kept[2].verdict, Verdict::Kept, "{kept:?}");
+    assert!(kept[2].text.contains("Told Mara"), "{kept:?}");
 }
 
 /// Aldric's turns (#2, #4) and the agent's (#3, Wren's), where only the agent says 500 gold.
@@ -1001,4 +1012,59 @@ fn a_quoted_speaker_is_not_credited_with_what_they_said_of_someone_else() {
         vec!["that it was marta: marta told it of someone else".to_string()]
     );
     assert!(g.unsupported("Marta bought a copper kettle").is_empty());
+}
+
+/// A note in the first person with its "I" left out, as notes are written ("Sold Aldric the sword
+/// for 40 silver", "Told Mara …"), is the agent's own account like "I sold …": it may rest on the
+/// agent's own words, and its first word is no name. A name first is still a note about that
+/// person, even one in "-ed" that the turns speak of, and a value nobody said is still missing.
+#[test]
+fn a_note_without_its_i_is_the_agents_own_account() {
+    let turns = [
+        Turn::new(2, Role::User, "How much for the sword?").with_name("Aldric"),
+        Turn::new(
+            3,
+            Role::Assistant,
+            "That sword is 40 silver, Aldric. I'll have your harrow mended by Friday.",
+        ),
+        Turn::new(4, Role::User, "Deal. Here you go.").with_name("Aldric"),
+        Turn::new(
+            5,
+            Role::Assistant,
+            "Alfred, you owe me 500 gold. Mara, the wolves are back.",
+        ),
+        Turn::new(6, Role::User, "Not now, Wren.").with_name("Alfred"),
+    ];
+    let g = Grounder::from_turns(&turns, &["Wren"]);
+    for note in [
+        "Sold Aldric the sword for 40 silver",
+        "Sold the sword to Aldric for 40 silver.",
+        "Promised Aldric his harrow by Friday",
+        "Charged Aldric 40 silver for the sword",
+        "Told Mara the wolves are back",
+        "Ask Alfred about the 500 gold",
+    ] {
+        assert!(
+            g.unsupported(note).is_empty(),
+            "{note}: {:?}",
+            g.unsupported(note)
+        );
+    }
+    assert_eq!(
+        g.unsupported("Alfred owes 500 gold"),
+        vec!["500 (only you said it)".to_string()]
+    );
+    assert_eq!(
+        g.unsupported("Aldric will have his harrow by Friday"),
+        vec!["friday (only you said it)".to_string()]
+    );
+    assert_eq!(
+        g.unsupported("Sold Aldric the sword for 70 silver"),
+        vec!["70".to_string()]
+    );
+    // A note that starts with a name nobody said is still about that name.
+    assert_eq!(
+        g.unsupported("Zorbath owes 500 gold"),
+        vec!["500 (only you said it)".to_string(), "zorbath".to_string()]
+    );
 }
