@@ -820,11 +820,14 @@ impl Grounder {
             && !in_first_person(text)
             && !self.starts_without_subject(text)
             && !names.iter().any(|c| self.known.supports(c));
+        // The people the note names, by their names' words: whose assent to the agent's turn
+        // makes its values theirs too ([`Grounder::assented`]).
+        let named: Vec<&str> = name_words(&claims).collect();
         for c in &claims {
             let held_by = |agents: bool| {
                 self.sources.keys().any(|k| {
                     self.evidence_of(*k).is_some_and(|e| e.supports(c))
-                        && (agents || self.others_say(*k, c))
+                        && (agents || self.others_say(*k, c) || self.assented(*k, &named))
                 })
             };
             let shown = self.known.supports(c) || held_by(!about_others);
@@ -973,6 +976,27 @@ impl Grounder {
         })
     }
 
+    /// True when `key` is a turn of the agent's own and the turn right after it is one of the
+    /// people `named` (lower-cased name words) agreeing to it: "That sword is 40 silver, Aldric."
+    /// then Aldric's "Deal. Here you go." — what the agent said there, its speaker took up, so
+    /// "Aldric bought the sword for 40 silver" rests on both. An answer that starts otherwise, or
+    /// whose first sentence says a negation ("Fine, but I won't pay"), agrees to nothing.
+    fn assented(&self, key: u64, named: &[&str]) -> bool {
+        if named.is_empty() || !self.is_agents(key) {
+            return false;
+        }
+        let Some((_, next)) = self.sources.range(key + 1..).next() else {
+            return false;
+        };
+        next.iter().any(|s| {
+            let by_named = s.speaker.as_deref().is_some_and(|who| {
+                who.split_whitespace()
+                    .any(|w| named.iter().any(|n| w.eq_ignore_ascii_case(n)))
+            });
+            by_named && !s.by_agent && s.lines.first().is_some_and(|l| agrees(&l.text))
+        })
+    }
+
     /// True when every source of `key` is a turn of the agent's own.
     fn is_agents(&self, key: u64) -> bool {
         self.sources
@@ -989,11 +1013,17 @@ impl Grounder {
             .copied()
             .filter(|c| self.is_citable(*c))
             .collect();
-        // What may back the item's values.
+        // What may back the item's values: about others, not the agent's own turns, unless the
+        // person the item names agreed to one ([`Grounder::assented`]).
+        let named: Vec<&str> = if others {
+            name_words(&claims).collect()
+        } else {
+            Vec::new()
+        };
         let backing: Vec<u64> = valid
             .iter()
             .copied()
-            .filter(|c| !others || !self.is_agents(*c))
+            .filter(|c| !others || !self.is_agents(*c) || self.assented(*c, &named))
             .collect();
         let mut missing: Vec<String> = if valid.is_empty() {
             claims.iter().map(ToString::to_string).collect()
@@ -1118,14 +1148,7 @@ impl Grounder {
         said.dedup();
         // What the cited sources vouch for of the item's words (its names aside: the claims
         // check them): a source it moves to must say all of it too.
-        let named: HashSet<&str> = claims
-            .iter()
-            .flat_map(|c| match c {
-                Claim::Name(words) => words.iter().map(String::as_str).collect(),
-                Claim::Lead(word) => vec![word.as_str()],
-                _ => Vec::new(),
-            })
-            .collect();
+        let named: HashSet<&str> = name_words(claims).collect();
         let vouched: Vec<&String> = said
             .iter()
             .filter(|t| !named.contains(t.as_str()))
@@ -1413,6 +1436,68 @@ check fix mend give take make need warn promise";
 fn note_verbs() -> &'static HashSet<&'static str> {
     static VERBS: OnceLock<HashSet<&'static str>> = OnceLock::new();
     VERBS.get_or_init(|| NOTE_VERBS.split_whitespace().collect())
+}
+
+/// The words of the names among `claims` (lower-cased): the people an item names.
+fn name_words(claims: &[Claim]) -> impl Iterator<Item = &str> {
+    claims
+        .iter()
+        .flat_map(|c| match c {
+            Claim::Name(words) => words.as_slice(),
+            Claim::Lead(word) => std::slice::from_ref(word),
+            _ => &[],
+        })
+        .map(String::as_str)
+}
+
+/// The words a turn that agrees to the one before it starts with ([`agrees`]).
+const ASSENT_WORDS: [&str; 15] = [
+    "yes",
+    "yeah",
+    "yep",
+    "aye",
+    "deal",
+    "agreed",
+    "done",
+    "fine",
+    "ok",
+    "okay",
+    "sure",
+    "alright",
+    "gladly",
+    "certainly",
+    "absolutely",
+];
+
+/// True when `text` starts by agreeing ("Deal.", "Yes, here's the silver", "Here you go",
+/// "Very well") and its first sentence says no negation ("Fine, but I won't pay" agrees to
+/// nothing).
+fn agrees(text: &str) -> bool {
+    let sentence = text
+        .split(['.', '!', ';', '?'])
+        .find(|c| !c.trim().is_empty())
+        .unwrap_or("");
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(str::to_lowercase)
+        .collect();
+    let starts = match words.as_slice() {
+        [first, ..] if ASSENT_WORDS.contains(&first.as_str()) || first == "here's" => true,
+        [here, next, ..] if here == "here" => matches!(next.as_str(), "you" | "is" | "it" | "are"),
+        [very, well, ..] => very == "very" && well == "well",
+        _ => false,
+    };
+    let negated = sentence
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .any(|w| {
+            let w = w.to_lowercase();
+            matches!(w.as_str(), "no" | "not" | "never" | "nothing")
+                || w.ends_with("n't")
+                || w.ends_with("n’t")
+        });
+    starts && !negated
 }
 
 /// [`TELLING_WORDS`]' terms by [`term_key`], as [`polarity`] compares words.

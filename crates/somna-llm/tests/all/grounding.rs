@@ -1014,6 +1014,58 @@ fn a_quoted_speaker_is_not_credited_with_what_they_said_of_someone_else() {
     assert!(g.unsupported("Marta bought a copper kettle").is_empty());
 }
 
+/// What the agent said, the person it said it to took up: a note (or an extracted fact) about
+/// that person may rest on the agent's turn when their very next turn agrees to it ("Deal. Here
+/// you go."), not when it starts otherwise, refuses it, or is someone else's.
+#[test]
+fn a_note_rests_on_what_its_person_agreed_to() {
+    let turns = |answer: &str, by: &str| {
+        [
+            Turn::new(2, Role::User, "How much for the sword?").with_name("Aldric"),
+            Turn::new(3, Role::Assistant, "That sword is 40 silver, Aldric."),
+            Turn::new(4, Role::User, answer).with_name(by),
+        ]
+    };
+    for answer in [
+        "Deal. Here you go.",
+        "Yes, here's the silver.",
+        "Here you go, Wren.",
+        "Very well, I'll take it.",
+        "Fine by me!",
+    ] {
+        let g = Grounder::from_turns(&turns(answer, "Aldric"), &["Wren"]);
+        assert!(
+            g.unsupported("Aldric bought the sword for 40 silver")
+                .is_empty(),
+            "{answer}"
+        );
+        // So does an extracted fact (a summary's `User facts` likewise) citing the agent's turn.
+        let (checked, _, _) =
+            grounding::ground_facts(["Aldric bought the sword for 40 silver [#3]"], &g);
+        assert_eq!(checked[0].verdict, Verdict::Kept, "{answer}: {checked:?}");
+    }
+    for (answer, by) in [
+        ("Fine, but I won't pay that.", "Aldric"),
+        ("No deal, that is robbery.", "Aldric"),
+        ("Too much. The smith in Harrowgate asks thirty.", "Aldric"),
+        ("Deal. Here you go.", "Mara"),
+    ] {
+        let g = Grounder::from_turns(&turns(answer, by), &["Wren"]);
+        assert_eq!(
+            g.unsupported("Aldric bought the sword for 40 silver"),
+            vec!["40 (only you said it)".to_string()],
+            "{by}: {answer}"
+        );
+        let (checked, _, _) =
+            grounding::ground_facts(["Aldric bought the sword for 40 silver [#3]"], &g);
+        assert_ne!(
+            checked[0].verdict,
+            Verdict::Kept,
+            "{by}: {answer}: {checked:?}"
+        );
+    }
+}
+
 /// A note in the first person with its "I" left out, as notes are written ("Sold Aldric the sword
 /// for 40 silver", "Told Mara …"), is the agent's own account like "I sold …": it may rest on the
 /// agent's own words, and its first word is no name. A name first is still a note about that
@@ -1054,9 +1106,10 @@ fn a_note_without_its_i_is_the_agents_own_account() {
         g.unsupported("Alfred owes 500 gold"),
         vec!["500 (only you said it)".to_string()]
     );
-    assert_eq!(
-        g.unsupported("Aldric will have his harrow by Friday"),
-        vec!["friday (only you said it)".to_string()]
+    // Not the agent's account, but Aldric's "Deal." took up the turn that says Friday.
+    assert!(
+        g.unsupported("Aldric will have his harrow by Friday")
+            .is_empty()
     );
     assert_eq!(
         g.unsupported("Sold Aldric the sword for 70 silver"),
