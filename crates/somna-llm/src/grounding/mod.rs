@@ -388,6 +388,25 @@ impl Grounder {
     }
 
     /// The words of every speaker's name, lower-cased (roles aside), gathered once.
+    /// True when `sentence` of a note that names someone tells of others: it names someone or
+    /// says "he", "she", "they" (of someone the note names), is not in the first person, not the
+    /// agent's account with its "I" left out, and names none of the agent's names.
+    fn tells_of_others(&self, sentence: &str, claims: &[Claim]) -> bool {
+        let names = claims
+            .iter()
+            .filter(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)));
+        let mut any = false;
+        for c in names {
+            if self.known.supports(c) {
+                return false;
+            }
+            any = true;
+        }
+        (any || says_third_person(sentence))
+            && !in_first_person(sentence)
+            && !self.starts_without_subject(sentence)
+    }
+
     /// True when `text` starts with a verb and no subject, as notes are written in the first
     /// person with the "I" left out ("Sold Aldric the sword for 40 silver", "Told Mara about the
     /// wolves", "Ask Aldric about the harrow"): its first word is one of [`NOTE_VERBS`] or a
@@ -807,23 +826,42 @@ impl Grounder {
     pub fn unsupported(&self, text: &str) -> Vec<String> {
         let claims = self.claims_of(text.trim());
         let mut missing: Vec<String> = Vec::new();
-        // A note about others (it names someone, not in the first person and naming none of the
-        // agent's names) rests on what they, a tool or the agent's memory said: a value only the
-        // agent's own turns hold is the agent's claim ("You owe me 500 gold, Aldric"), not a fact
-        // about them, as for a summary's `User facts` ([`Grounder::check_about_others`]). A note
-        // that names nobody ("The room is 40 silver") is the agent's own business.
-        let names: Vec<&Claim> = claims
+        // A statement about others (it names someone, or says "he" or "she" in a note that
+        // does, and is not in the first person, not the agent's account with its "I" left out,
+        // and names none of the agent's names) rests on what they, a tool or the agent's memory
+        // said: a value only the agent's own turns hold is the agent's claim ("You owe me 500
+        // gold, Aldric"), not a fact about them, as for a summary's `User facts`
+        // ([`Grounder::check_about_others`]). A note that names nobody ("The room is 40
+        // silver") is the agent's own business. Each sentence is read for itself: "Aldric came
+        // by. Sold him the sword for 40 silver." is the agent's account of the sale, and "I met
+        // Aldric. He owes me 500 gold." a claim about Aldric.
+        let names_someone = claims
             .iter()
-            .filter(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)))
-            .collect();
-        let about_others = !names.is_empty()
-            && !in_first_person(text)
-            && !self.starts_without_subject(text)
-            && !names.iter().any(|c| self.known.supports(c));
+            .any(|c| matches!(c, Claim::Name(_) | Claim::Lead(_)) && !self.known.supports(c));
         // The people the note names, by their names' words: whose assent to the agent's turn
         // makes its values theirs too ([`Grounder::assented`]).
         let named: Vec<&str> = name_words(&claims).collect();
-        for c in &claims {
+        let sentences = note_sentences(text);
+        let read: Vec<(Vec<Claim>, bool)> = sentences
+            .iter()
+            .map(|sentence| {
+                let claims = self.claims_of(sentence);
+                let about_others = names_someone && self.tells_of_others(sentence, &claims);
+                (claims, about_others)
+            })
+            .collect();
+        // A claim no single sentence holds (cut by the split) is read with the whole note.
+        let whole = names_someone && read.iter().any(|(_, about)| *about);
+        let rest: Vec<Claim> = claims
+            .iter()
+            .filter(|c| !read.iter().any(|(cs, _)| cs.contains(c)))
+            .cloned()
+            .collect();
+        let judged = read
+            .iter()
+            .flat_map(|(cs, about)| cs.iter().map(move |c| (c, *about)))
+            .chain(rest.iter().map(|c| (c, whole)));
+        for (c, about_others) in judged {
             let held_by = |agents: bool| {
                 self.sources.keys().any(|k| {
                     self.evidence_of(*k).is_some_and(|e| e.supports(c))
@@ -1331,6 +1369,41 @@ const FIRST_PERSON: [&str; 8] = [
     "ours",
     "ourselves",
 ];
+
+/// The sentences of a note: its text cut after each `.`, `!`, `?` or `;` that ends a word ("3.5
+/// silver" stays whole), each trimmed, none empty.
+fn note_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if !matches!(c, '.' | '!' | '?' | ';') {
+            continue;
+        }
+        let end = i + c.len_utf8();
+        if text[end..].chars().next().is_none_or(char::is_whitespace) {
+            out.push(text[start..end].trim());
+            start = end;
+        }
+    }
+    out.push(text[start..].trim());
+    out.retain(|s| s.chars().any(char::is_alphanumeric));
+    out
+}
+
+/// True when `text` says "he", "she" or "they" (or their other forms): someone else, in a note
+/// that names them.
+fn says_third_person(text: &str) -> bool {
+    const THIRD_PERSON: [&str; 10] = [
+        "he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs",
+    ];
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .filter_map(|w| w.split(['\'', '’']).next())
+        .any(|w| {
+            THIRD_PERSON
+                .iter()
+                .any(|p| w.len() == p.len() && w.eq_ignore_ascii_case(p))
+        })
+}
 
 /// True when `text` says a word of [`FIRST_PERSON`].
 fn in_first_person(text: &str) -> bool {

@@ -1070,6 +1070,7 @@ fn a_note_rests_on_what_its_person_agreed_to() {
 /// for 40 silver", "Told Mara …"), is the agent's own account like "I sold …": it may rest on the
 /// agent's own words, and its first word is no name. A name first is still a note about that
 /// person, even one in "-ed" that the turns speak of, and a value nobody said is still missing.
+/// Each sentence of a note is read for itself.
 #[test]
 fn a_note_without_its_i_is_the_agents_own_account() {
     let turns = [
@@ -1106,6 +1107,28 @@ fn a_note_without_its_i_is_the_agents_own_account() {
         g.unsupported("Alfred owes 500 gold"),
         vec!["500 (only you said it)".to_string()]
     );
+    // Each sentence is read for itself: the agent's account after a sentence about Alfred, and
+    // a claim about him after one in the first person.
+    for note in [
+        "Alfred came by. Asked him for the 500 gold.",
+        "Alfred came by; the debt is 500 gold.",
+    ] {
+        assert!(
+            g.unsupported(note).is_empty(),
+            "{note}: {:?}",
+            g.unsupported(note)
+        );
+    }
+    for note in [
+        "I met Alfred today. He owes me 500 gold.",
+        "I met Alfred; Alfred owes me 500 gold",
+    ] {
+        assert_eq!(
+            g.unsupported(note),
+            vec!["500 (only you said it)".to_string()],
+            "{note}"
+        );
+    }
     // Not the agent's account, but Aldric's "Deal." took up the turn that says Friday.
     assert!(
         g.unsupported("Aldric will have his harrow by Friday")
