@@ -268,14 +268,76 @@ fn weekday_of(word: &str) -> Option<u8> {
     WEEKDAYS.iter().position(|d| *d == lower).map(|i| i as u8)
 }
 
-/// A day of the month written as a token: `7`, `7th`, `21st`.
+/// A day of the month written as a token: `7`, `7th`, `21st`, `seventh`, `twenty-first`.
 fn day_of_month(token: &str) -> Option<u8> {
     let digits: String = token.chars().take_while(char::is_ascii_digit).collect();
+    if digits.is_empty() {
+        return ordinal_word(token);
+    }
     let suffix = &token[digits.len()..];
-    if digits.is_empty() || !matches!(suffix, "" | "st" | "nd" | "rd" | "th") {
+    if !matches!(suffix, "" | "st" | "nd" | "rd" | "th") {
         return None;
     }
     digits.parse::<u8>().ok().filter(|d| (1..=31).contains(d))
+}
+
+/// The ordinals a day of the month is written with, below twenty.
+const ORDINALS: [&str; 19] = [
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+];
+
+/// The value of an ordinal word up to a month's last day (`seventh` = 7, `twenty-seventh` = 27,
+/// `thirtieth` = 30), any case.
+fn ordinal_word(word: &str) -> Option<u8> {
+    // Every ordinal ends so: the rest of the words are turned away before they are lower-cased.
+    let end = word.as_bytes().get(word.len().saturating_sub(2)..)?;
+    if !["th", "st", "nd", "rd"]
+        .iter()
+        .any(|s| end.eq_ignore_ascii_case(s.as_bytes()))
+    {
+        return None;
+    }
+    let lower = word.to_lowercase();
+    let unit = |w: &str| {
+        ORDINALS
+            .iter()
+            .position(|o| *o == w)
+            .and_then(|i| u8::try_from(i + 1).ok())
+    };
+    match lower.as_str() {
+        "twentieth" => return Some(20),
+        "thirtieth" => return Some(30),
+        _ => {}
+    }
+    if let Some(v) = unit(&lower) {
+        return Some(v);
+    }
+    let (tens, rest) = lower.split_once('-')?;
+    let tens = match tens {
+        "twenty" => 20,
+        "thirty" => 30,
+        _ => return None,
+    };
+    let v = tens + unit(rest).filter(|u| *u < 10)?;
+    (v <= 31).then_some(v)
 }
 
 /// A token of a text: a word as written, without the punctuation around it.
@@ -566,6 +628,12 @@ impl Evidence {
         // the ID `gf1187` and no number (as 1187 it let an invented price of 1187 through, as
         // `HF-0657` did for 657 before), and neither does a run with a leading zero.
         for t in tokens(text) {
+            // An ordinal past the ninth is the number a note writes for it ("until the
+            // twenty-seventh" backs "until the 27th"); "first", "second" and the like say no
+            // number.
+            if let Some(v) = ordinal_word(t).filter(|v| *v >= 10) {
+                self.numbers.insert(v.to_string());
+            }
             if t.chars().any(|c| c.is_ascii_digit()) && !is_code(t) {
                 for run in t.split(|c: char| !c.is_ascii_digit()) {
                     if !run.is_empty() && (run == "0" || !run.starts_with('0')) {
@@ -766,6 +834,48 @@ mod tests {
             // A code's digits are no amount.
             "paid 1187 silver",
             "the ticket costs 1,187",
+        ] {
+            assert!(
+                claims(invented).iter().any(|c| !e.supports(c)),
+                "{invented:?} passed"
+            );
+        }
+    }
+
+    /// A day written in words ("the twenty-seventh of June") backs the same day in digits, and an
+    /// ordinal past the ninth backs its number ("until the 27th"); a small ordinal ("the first
+    /// time") backs no number, and a day that differs is still a day nobody said.
+    #[test]
+    fn a_day_in_words_backs_the_day_in_digits() {
+        assert_eq!(ordinal_word("Twenty-Seventh"), Some(27));
+        assert_eq!(ordinal_word("thirtieth"), Some(30));
+        assert_eq!(ordinal_word("thirty-ninth"), None);
+        assert_eq!(ordinal_word("twenty-seven"), None);
+        assert_eq!(
+            claims("on the twenty-seventh of June"),
+            vec![Claim::MonthDay(6, 27)]
+        );
+        assert_eq!(claims("June first"), vec![Claim::MonthDay(6, 1)]);
+        let mut e = Evidence::new();
+        e.add_text("I'm marrying Bram on the twenty-seventh of June.");
+        let mut secret = Evidence::new();
+        secret.add_text(
+            "Keep it secret until the twenty-seventh. The first time, at the second bell.",
+        );
+        for (e, text) in [
+            (&e, "on June 27"),
+            (&e, "on 27 June"),
+            (&secret, "until the 27th"),
+        ] {
+            for c in claims(text) {
+                assert!(e.supports(&c), "{c} of {text:?}");
+            }
+        }
+        for (e, invented) in [
+            (&e, "on June 28"),
+            (&secret, "until the 26th"),
+            (&secret, "paid 1 silver"),
+            (&secret, "for 2 days"),
         ] {
             assert!(
                 claims(invented).iter().any(|c| !e.supports(c)),
