@@ -254,7 +254,7 @@ fn note(id: &str, content: &str) -> somna_core::ToolCall {
 /// (a negation added or dropped), is not written, and the model
 /// (in the tool result) and the host (a warning) hear which values; notes whose values the agent
 /// was shown are written as before, and so is the agent's own account ("I told Aldric …", "Asked
-/// Aldric for …").
+/// Aldric for …"); each sentence of a note is read for itself.
 #[actix::test]
 async fn a_journal_note_with_values_nobody_said_is_not_written() {
     let stub = StubLlmServer::start();
@@ -304,6 +304,11 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
             note("n8", "I told Aldric he owes me 500 gold for the harrow"),
             // The agent's own account with its "I" left out, as notes are written.
             note("n9", "Asked Aldric for 500 gold for the harrow"),
+            // Each sentence read for itself: the agent's account, then a claim about Aldric.
+            note(
+                "n10",
+                "I saw Aldric at the forge. He owes 500 gold for the harrow.",
+            ),
         ]),
         Reply::text("Noted, Aldric."),
     ]);
@@ -339,6 +344,7 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
         "Marta planted",
         "won't pay",
         "Aldric owes",
+        "He owes",
     ] {
         assert!(
             !written.iter().any(|c| c.contains(invented)),
@@ -370,9 +376,10 @@ async fn a_journal_note_with_values_nobody_said_is_not_written() {
     assert!(second.prompt_text().contains("not written"));
     // The host was told once per refused note, naming the values.
     let warnings = warnings(&mut h);
-    assert_eq!(warnings.len(), 5, "{warnings:?}");
+    assert_eq!(warnings.len(), 6, "{warnings:?}");
     assert!(
-        warnings[4].contains("500 (only you said it)"),
+        warnings[4].contains("500 (only you said it)")
+            && warnings[5].contains("500 (only you said it)"),
         "{warnings:?}"
     );
     assert!(
