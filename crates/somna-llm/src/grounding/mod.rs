@@ -1396,21 +1396,21 @@ fn says_third_person(text: &str) -> bool {
     const THIRD_PERSON: [&str; 10] = [
         "he", "him", "his", "she", "her", "hers", "they", "them", "their", "theirs",
     ];
-    text.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
-        .filter_map(|w| w.split(['\'', '’']).next())
-        .any(|w| {
-            THIRD_PERSON
-                .iter()
-                .any(|p| w.len() == p.len() && w.eq_ignore_ascii_case(p))
-        })
+    says_any(text, &THIRD_PERSON)
 }
 
 /// True when `text` says a word of [`FIRST_PERSON`].
 fn in_first_person(text: &str) -> bool {
+    says_any(text, &FIRST_PERSON)
+}
+
+/// True when `text` says one of `words` (lower-case), any case, each word read up to an
+/// apostrophe ("I'm" says "i", "he's" says "he").
+fn says_any(text: &str, words: &[&str]) -> bool {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
         .filter_map(|w| w.split(['\'', '’']).next())
         .any(|w| {
-            FIRST_PERSON
+            words
                 .iter()
                 .any(|p| w.len() == p.len() && w.eq_ignore_ascii_case(p))
         })
