@@ -387,7 +387,6 @@ impl Grounder {
         self
     }
 
-    /// The words of every speaker's name, lower-cased (roles aside), gathered once.
     /// True when `sentence` of a note that names someone tells of others: it names someone or
     /// says "he", "she", "they" (of someone the note names), is not in the first person, not the
     /// agent's account with its "I" left out, and names none of the agent's names.
@@ -413,10 +412,7 @@ impl Grounder {
     /// past tense in "-ed", and no name of a person the sources speak of or write only
     /// capitalized ("Alfred owes 500 gold" is about Alfred).
     fn starts_without_subject(&self, text: &str) -> bool {
-        let Some(first) = text
-            .split(|c: char| !c.is_alphanumeric() && c != '\'')
-            .find(|w| !w.is_empty())
-        else {
+        let Some(first) = first_word(text) else {
             return false;
         };
         let lower = first.to_lowercase();
@@ -428,6 +424,7 @@ impl Grounder {
             && self.words.get(&lower).is_none_or(|seen| seen.lower_case)
     }
 
+    /// The words of every speaker's name, lower-cased (roles aside), gathered once.
     fn people(&self) -> &HashSet<String> {
         self.people.get_or_init(|| {
             let roles = [Role::User, Role::Assistant, Role::Tool, Role::System].map(Role::as_str);
@@ -644,10 +641,9 @@ impl Grounder {
         // A sentence's first word that reads like a verb or an adverb ("Alfred", "Emily", which
         // `claims` reads as no name) is still a name when it is a person's the sources speak of
         // ("Alfred owes 500 gold").
-        let starts = text.split(['.', '!', '?', '…', '\n']).filter_map(|part| {
-            part.split(|c: char| !c.is_alphanumeric() && c != '\'')
-                .find(|w| !w.is_empty())
-        });
+        let starts = text
+            .split(['.', '!', '?', '…', '\n'])
+            .filter_map(first_word);
         for first in starts {
             // Only such a word is lower-cased and looked up: most sentences start otherwise.
             if !first.starts_with(char::is_uppercase) || !claims::reads_as_verb(first) {
@@ -1369,6 +1365,12 @@ const FIRST_PERSON: [&str; 8] = [
     "ours",
     "ourselves",
 ];
+
+/// The first word of `text` (letters, digits and apostrophes), if it has one.
+fn first_word(text: &str) -> Option<&str> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .find(|w| !w.is_empty())
+}
 
 /// The sentences of a note: its text cut after each `.`, `!`, `?` or `;` that ends a word ("3.5
 /// silver" stays whole), each trimmed, none empty.
