@@ -63,7 +63,7 @@ pub use copy::CopyReport;
 pub use durable::GroupCommitStats;
 pub use error::{Result, StorageError, StoreError};
 pub use inbox::InboxItem;
-pub use index::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
+pub use index::{ArchiveHit, DocKind, RankedDoc, Ranking, ScoredDoc};
 pub use live::HistoryCacheStats;
 pub use somna_core::LoggedEvent;
 pub use store::{PostgresOptions, Store, StoreOptions};

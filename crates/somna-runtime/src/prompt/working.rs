@@ -158,7 +158,7 @@ impl WorkingContext {
         // a few hits at a time until the room is full: a note of 6,000 tokens needs some two dozen
         // hits, not the 256 it may take. A question that names a period reads its whole ranking
         // at once, to put the hits of that period first.
-        let ranked = store.rank_archive(
+        let mut ranking = store.ranking(
             agent,
             query,
             semantic,
@@ -169,16 +169,16 @@ impl WorkingContext {
         let first_batch = usize::try_from(budget.saturating_sub(used) / HIT_ESTIMATE)
             .unwrap_or(usize::MAX)
             .clamp(8, 32);
-        let mut pos = 0;
         let mut taken = 0;
-        while pos < ranked.len() && taken < max_hits && budget.saturating_sub(used) >= 8 {
-            let batch = match (period, pos) {
-                (Some(_), _) => ranked.len(),
-                (None, 0) => first_batch,
-                (None, _) => 32,
+        let mut first_read = true;
+        while !ranking.is_done() && taken < max_hits && budget.saturating_sub(used) >= 8 {
+            let batch = match (period, first_read) {
+                (Some(_), _) => ranking.len(),
+                (None, true) => first_batch,
+                (None, false) => 32,
             };
-            let docs = &ranked[pos..(pos + batch).min(ranked.len())];
-            pos += docs.len();
+            first_read = false;
+            let docs = ranking.next_batch(batch);
             let seqs: Vec<u64> = docs.iter().map(|d| d.id).collect();
             let mut hits: Vec<(Arc<Message>, f64, f32)> = store
                 .archived_messages(agent, &seqs)?

@@ -1,5 +1,5 @@
 //! The fusion of BM25's scores with a vector search's, weighed by BM25's confidence ([`fuse`]),
-//! and what the words gave of a fused ranking ([`Words`]).
+//! each fused score with the share the words gave of it.
 
 use super::{RankedDoc, ScoredDoc};
 
@@ -36,79 +36,36 @@ pub(super) fn fuse(
     scored: &[ScoredDoc],
     by_vector: &[ScoredDoc],
     confidence: f64,
-) -> (Vec<ScoredDoc>, Fusion) {
+) -> Vec<RankedDoc> {
     let alpha = ALPHA_UNSURE + (ALPHA_SURE - ALPHA_UNSURE) * confidence.clamp(0.0, 1.0);
     let best = scored
         .iter()
         .map(|d| d.score)
         .fold(f64::MIN_POSITIVE, f64::max);
-    let fusion = Fusion { alpha, best };
-    let mut fused: std::collections::HashMap<u64, f64> = scored
+    // Each document's fused score and the part of it its words gave.
+    let mut fused: std::collections::HashMap<u64, (f64, f64)> = scored
         .iter()
-        .map(|d| (d.id, fusion.words(d.score)))
+        .map(|d| {
+            let words = alpha * d.score / best;
+            (d.id, (words, words))
+        })
         .collect();
     if let (Some(top), Some(low)) = (by_vector.first(), by_vector.last()) {
         let span = (top.score - low.score).max(f64::EPSILON);
         for d in by_vector {
-            *fused.entry(d.id).or_default() += (1.0 - alpha) * (d.score - low.score) / span;
+            fused.entry(d.id).or_default().0 += (1.0 - alpha) * (d.score - low.score) / span;
         }
     }
-    let docs = fused
+    fused
         .into_iter()
-        .map(|(id, score)| ScoredDoc { id, score })
-        .collect();
-    (docs, fusion)
-}
-
-/// How [`fuse`] weighed BM25 for one question: a document's BM25 score `s` adds
-/// `α · s / best` to its fused score.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Fusion {
-    alpha: f64,
-    best: f64,
-}
-
-impl Fusion {
-    /// The part of a fused score that a BM25 score of `bm25` gave.
-    fn words(self, bm25: f64) -> f64 {
-        self.alpha * bm25 / self.best
-    }
-}
-
-/// What the words gave of a ranking's scores: all of them (BM25 alone), or BM25's part of each
-/// fused score (its documents and how [`fuse`] weighed them).
-pub(super) enum Words<'a> {
-    All,
-    Fused(&'a [ScoredDoc], Fusion),
-}
-
-impl Words<'_> {
-    /// `docs` (a few: the ranking's best) with their words' share. One pass over BM25's
-    /// documents, so that the fusion itself keeps one number a document.
-    pub(super) fn of(&self, docs: &[ScoredDoc]) -> Vec<RankedDoc> {
-        let mut ranked: Vec<RankedDoc> = docs
-            .iter()
-            .map(|d| RankedDoc {
-                id: d.id,
-                score: d.score,
-                words: match self {
-                    Words::All => 1.0,
-                    Words::Fused(..) => 0.0,
-                },
-            })
-            .collect();
-        if let Words::Fused(bm25, fusion) = self {
-            let at: std::collections::HashMap<u64, usize> =
-                docs.iter().enumerate().map(|(i, d)| (d.id, i)).collect();
-            for d in bm25.iter() {
-                if let Some(&i) = at.get(&d.id) {
-                    let r = &mut ranked[i];
-                    if r.score > 0.0 {
-                        r.words = (fusion.words(d.score) / r.score).min(1.0) as f32;
-                    }
-                }
-            }
-        }
-        ranked
-    }
+        .map(|(id, (score, words))| RankedDoc {
+            id,
+            score,
+            words: if score > 0.0 {
+                (words / score).min(1.0) as f32
+            } else {
+                0.0
+            },
+        })
+        .collect()
 }

@@ -95,6 +95,21 @@ pub struct RankedDoc {
     pub words: f32,
 }
 
+/// [`Store::ranking`](crate::Store::ranking): the best messages for a question, read a few at a
+/// time ([`Ranking::next_batch`]) and sorted only as far as they are read. A working context reads a
+/// few dozen hits of a ranking of hundreds, and sorting all of them cost a turn's prompt ~7%
+/// of its instructions (docs/benchmarks.md).
+#[derive(Debug, Default)]
+pub struct Ranking {
+    /// The scored messages; `docs[..sorted]` in rank order, each above every one after it.
+    docs: Vec<RankedDoc>,
+    sorted: usize,
+    /// How many of them have been read.
+    read: usize,
+    /// How many of them the ranking holds (its limit).
+    len: usize,
+}
+
 /// An archived message found by [`Store::search_archive`](crate::Store::search_archive).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchiveHit {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use somna_core::retrieval::{Collection, SPEAKER_MARK, speaker_term, terms};
 use somna_core::{AgentId, AgentRecord, Cover, Message, MessageKind};
 
-use super::fusion::{Words, fuse};
+use super::fusion::fuse;
 use super::postings::{
     Posting, collection_key, decode_head, decode_postings_into, head_key, read_collection, reader,
 };
-use super::{ArchiveHit, DocKind, RankedDoc, ScoredDoc};
+use super::{ArchiveHit, DocKind, RankedDoc, Ranking, ScoredDoc};
 use crate::codec;
 use crate::error::{Result, StoreError};
 use crate::keys;
@@ -56,11 +56,14 @@ impl Store {
         kind: DocKind,
         query: &str,
         want: usize,
-        then: impl FnOnce(&AgentRecord, Scored) -> Result<Vec<T>>,
-    ) -> Result<Vec<T>> {
+        then: impl FnOnce(&AgentRecord, Scored) -> Result<T>,
+    ) -> Result<T>
+    where
+        T: Default,
+    {
         let state = match self.state(id) {
             Ok(state) => state,
-            Err(StoreError::UnknownAgent(_)) => return Ok(Vec::new()),
+            Err(StoreError::UnknownAgent(_)) => return Ok(T::default()),
             Err(e) => return Err(e),
         };
         let guard = state.lock();
@@ -83,8 +86,7 @@ impl Store {
     /// The ranking [`Store::search_archive_with`] reads its hits from: the best `limit` indexed
     /// messages for `query` (fused with the vectors when `semantic` is given), best first, as
     /// seqs and scores, live ones included (read them with [`Store::archived_messages`], which
-    /// gives `None` for those). For a caller that reads hits a few at a time and stops when it
-    /// has enough (the working context).
+    /// gives `None` for those).
     pub fn rank_archive(
         &self,
         id: &AgentId,
@@ -92,11 +94,21 @@ impl Store {
         semantic: Option<(&str, &[f32])>,
         limit: usize,
     ) -> Result<Vec<RankedDoc>> {
+        Ok(self.ranking(id, query, semantic, limit)?.into_sorted())
+    }
+
+    /// [`Store::rank_archive`] for a caller that reads hits a few at a time and stops when it
+    /// has enough (the working context): the ranking is sorted only as far as it is read.
+    pub fn ranking(
+        &self,
+        id: &AgentId,
+        query: &str,
+        semantic: Option<(&str, &[f32])>,
+        limit: usize,
+    ) -> Result<Ranking> {
         let depth = limit.saturating_add(64);
-        self.with_fused_scores(id, query, semantic, depth, |_, mut scored, words| {
-            let n = best_first(&mut scored, limit);
-            scored.truncate(n);
-            Ok(words.of(&scored))
+        self.with_fused_scores(id, query, semantic, depth, |_, docs| {
+            Ok(Ranking::new(docs, limit))
         })
     }
 
@@ -114,7 +126,7 @@ impl Store {
     ) -> Result<Vec<ArchiveHit>> {
         // Enough candidates for the fusion, and for the live messages the hits skip.
         let depth = limit.saturating_mul(4).saturating_add(64);
-        self.with_fused_scores(id, query, semantic, depth, |record, mut scored, _| {
+        self.with_fused_scores(id, query, semantic, depth, |record, mut scored| {
             // Indexed messages that are live again (uncompacted) are skipped, so rank a few more than
             // asked for, and all of them if that was not enough.
             let mut ranked = best_first(&mut scored, limit.saturating_mul(2).saturating_add(16));
@@ -220,26 +232,35 @@ impl Store {
     }
 
     /// The scored messages for `query` (BM25, fused with the best `depth` vectors of
-    /// `semantic`'s model when given), in no order, at least `depth` of them when there are that
-    /// many (see `Store::score`), handed to `then` with the agent's record.
-    fn with_fused_scores<T>(
+    /// `semantic`'s model when given), in no order, each with the share its words gave of its
+    /// score, at least `depth` of them when there are that many (see `Store::score`), handed to
+    /// `then` with the agent's record.
+    fn with_fused_scores<T: Default>(
         &self,
         id: &AgentId,
         query: &str,
         semantic: Option<(&str, &[f32])>,
         depth: usize,
-        then: impl FnOnce(&AgentRecord, Vec<ScoredDoc>, Words<'_>) -> Result<Vec<T>>,
-    ) -> Result<Vec<T>> {
+        then: impl FnOnce(&AgentRecord, Vec<RankedDoc>) -> Result<T>,
+    ) -> Result<T> {
         let by_vector = match semantic {
             Some((model, vector)) => self.search_vectors(id, model, vector, depth)?,
             None => Vec::new(),
         };
         self.with_scores(id, DocKind::Message, query, depth, |record, scored| {
             if by_vector.is_empty() {
-                return then(record, scored.docs, Words::All);
+                let docs = scored
+                    .docs
+                    .iter()
+                    .map(|d| RankedDoc {
+                        id: d.id,
+                        score: d.score,
+                        words: 1.0,
+                    })
+                    .collect();
+                return then(record, docs);
             }
-            let (docs, fusion) = fuse(&scored.docs, &by_vector, scored.confidence);
-            then(record, docs, Words::Fused(&scored.docs, fusion))
+            then(record, fuse(&scored.docs, &by_vector, scored.confidence))
         })
     }
 
@@ -422,19 +443,92 @@ const COMMON_FLOOR: u64 = 256;
 /// document a rare term found (see `Store::score`).
 const COMMON_ONLY_DAMPING: f64 = 1_000.0;
 
+/// A scored document a ranking orders: by score, best first; equal scores, the newer first.
+pub(crate) trait Ranked {
+    fn rank_key(&self) -> (f64, u64);
+}
+
+impl Ranked for ScoredDoc {
+    fn rank_key(&self) -> (f64, u64) {
+        (self.score, self.id)
+    }
+}
+
+impl Ranked for RankedDoc {
+    fn rank_key(&self) -> (f64, u64) {
+        (self.score, self.id)
+    }
+}
+
+/// The order of a ranking: best first; equal scores, the newer document first. A total order
+/// (ids are unique), so an unstable sort gives the one order a stable sort would.
+fn rank_order<D: Ranked>(a: &D, b: &D) -> std::cmp::Ordering {
+    let ((sa, ia), (sb, ib)) = (a.rank_key(), b.rank_key());
+    sb.total_cmp(&sa).then(ib.cmp(&ia))
+}
+
 /// Puts the best `n` of `scored` first, in order (best first; equal scores: the newer document
 /// first), without sorting the rest; returns how many are in order.
-pub(crate) fn best_first(scored: &mut [ScoredDoc], n: usize) -> usize {
-    let order = |a: &ScoredDoc, b: &ScoredDoc| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id));
+pub(crate) fn best_first<D: Ranked>(scored: &mut [D], n: usize) -> usize {
     let n = n.min(scored.len());
     if n == 0 {
         return 0;
     }
     if n < scored.len() {
-        scored.select_nth_unstable_by(n - 1, order);
+        scored.select_nth_unstable_by(n - 1, rank_order);
     }
-    scored[..n].sort_by(order);
+    scored[..n].sort_unstable_by(rank_order);
     n
+}
+
+impl Ranking {
+    /// The best `limit` of `docs` (in no order yet).
+    pub(crate) fn new(docs: Vec<RankedDoc>, limit: usize) -> Self {
+        Ranking {
+            len: limit.min(docs.len()),
+            docs,
+            sorted: 0,
+            read: 0,
+        }
+    }
+
+    /// The next `n` documents of the ranking (fewer at its end), best first.
+    pub fn next_batch(&mut self, n: usize) -> &[RankedDoc] {
+        let (start, end) = (self.read, self.read.saturating_add(n).min(self.len));
+        if end > self.sorted {
+            // The rest's best come next, in order: at least 64 and twice as many as are sorted,
+            // so that a reader of a few at a time partitions the rest a few times, not each time.
+            let want = (end - self.sorted)
+                .max(self.sorted)
+                .max(64)
+                .min(self.len - self.sorted);
+            self.sorted += best_first(&mut self.docs[self.sorted..], want);
+        }
+        self.read = end;
+        &self.docs[start..end]
+    }
+
+    /// Whether every document of the ranking has been read.
+    pub fn is_done(&self) -> bool {
+        self.read >= self.len
+    }
+
+    /// How many documents the ranking holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the ranking holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The whole ranking, best first.
+    pub fn into_sorted(mut self) -> Vec<RankedDoc> {
+        self.next_batch(usize::MAX);
+        self.docs.truncate(self.len);
+        self.docs
+    }
 }
 
 /// What an agent's cache knows of message `seq` (see `Store::archived_originals`).
@@ -464,5 +558,43 @@ fn cached_original<'a>(entry: &'a Entry, covers: &[Cover], seq: u64) -> Known<'a
             MessageKind::Summary(_) => Known::Unknown,
         },
         Err(_) => Known::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Read a few at a time, a ranking gives exactly what sorting it whole gives: its best
+        /// `limit`, best first, equal scores the newer first.
+        #[test]
+        fn a_ranking_read_in_batches_is_the_whole_sort(
+            scores in proptest::collection::vec(0u8..40, 0..300),
+            limit in 0usize..320,
+            batches in proptest::collection::vec(0usize..70, 1..12),
+        ) {
+            let docs: Vec<RankedDoc> = scores
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| RankedDoc { id: (i as u64 * 7919) % 1009, score: f64::from(s), words: 1.0 })
+                .collect();
+            let mut whole = docs.clone();
+            whole.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+            whole.truncate(limit);
+            let mut ranking = Ranking::new(docs, limit);
+            prop_assert_eq!(ranking.len(), whole.len());
+            let mut read = Vec::new();
+            for n in batches.iter().cycle().take(400) {
+                if ranking.is_done() {
+                    break;
+                }
+                read.extend_from_slice(ranking.next_batch(*n));
+            }
+            read.extend_from_slice(ranking.next_batch(usize::MAX));
+            prop_assert!(ranking.is_done());
+            prop_assert_eq!(read, whole);
+        }
     }
 }
