@@ -8,7 +8,7 @@ use somna_core::{AgentId, AgentRecord, Cover, Message, MessageKind};
 
 use super::fusion::fuse;
 use super::postings::{
-    Posting, collection_key, decode_head, decode_postings_into, head_key, read_collection, reader,
+    Posting, collection_key, decode_head, decode_postings_into, head_key, read_collection,
 };
 use super::{ArchiveHit, DocKind, RankedDoc, Ranking, ScoredDoc};
 use crate::codec;
@@ -345,46 +345,42 @@ impl Store {
             return Ok(Scored::default());
         }
         let collection = Collection::new(docs, total_len);
-        // Each term's head: its df (the term's postings are read below, rarest term first). And
-        // what the question's words weigh, for the confidence: each word (one the archive never
-        // saw as the rarest there is) and each speaker the archive knows.
-        let mut by_df: Vec<(u64, Vec<u8>)> = Vec::with_capacity(query_terms.len());
+        // Each term's postings in id order (the sealed blocks, oldest first, then the head) and
+        // its df (the head's first number), read in one range scan a term; then the terms
+        // rarest first. And what the question's words weigh, for the confidence: each word (one
+        // the archive never saw as the rarest there is) and each speaker the archive knows.
+        let mut by_df: Vec<(u64, Vec<u8>, Vec<Posting>)> = Vec::with_capacity(query_terms.len());
         let mut total_idf = 0.0;
         for term in &query_terms {
-            let key = head_key(id, kind, term);
-            match tree.get(&key)? {
-                Some(v) => {
-                    let df = reader(&key, &v)?.varint()?;
+            let head_key = head_key(id, kind, term);
+            let mut list = Vec::new();
+            let mut head = None;
+            for item in tree.range(head_key.clone()..keys::prefix_end(&head_key)) {
+                let (key, value) = item?;
+                if key.len() == head_key.len() {
+                    head = Some(decode_head(&key, &value)?);
+                } else {
+                    decode_postings_into(&key, &value, &mut list)?;
+                }
+            }
+            match head {
+                Some((df, mut postings)) => {
                     total_idf += collection.idf(df);
-                    by_df.push((df, key));
+                    list.append(&mut postings);
+                    by_df.push((df, head_key, list));
                 }
                 None if !term.starts_with(SPEAKER_MARK) => total_idf += collection.idf(0),
                 None => {}
             }
         }
-        by_df.sort();
+        by_df.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         // The best document's score and the idf of the terms it matched.
         let mut best = (0.0f64, 0.0f64);
-        // Every term's postings in id order: the sealed blocks (oldest first), then the head.
-        let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(by_df.len());
-        for (_, head_key) in &by_df {
-            let mut list = Vec::new();
-            let mut head = Vec::new();
-            for item in tree.range(head_key.clone()..keys::prefix_end(head_key)) {
-                let (key, value) = item?;
-                if key.len() == head_key.len() {
-                    head = decode_head(&key, &value)?.1;
-                } else {
-                    decode_postings_into(&key, &value, &mut list)?;
-                }
-            }
-            list.append(&mut head);
-            lists.push(list);
-        }
+        let idf: Vec<f64> = by_df.iter().map(|(df, _, _)| collection.idf(*df)).collect();
         let common = (docs / 10).max(COMMON_FLOOR);
-        let idf: Vec<f64> = by_df.iter().map(|(df, _)| collection.idf(*df)).collect();
         // Common terms only add to documents a rare term found, unless every term is common.
-        let rare = by_df.iter().filter(|(df, _)| *df <= common).count();
+        let rare = by_df.iter().filter(|(df, _, _)| *df <= common).count();
+        let lists: Vec<Vec<Posting>> = by_df.into_iter().map(|(_, _, list)| list).collect();
         let rare = if rare == 0 { lists.len() } else { rare };
         // Merge the sorted lists: at each step the smallest id among the cursors.
         let mut cursor = vec![0usize; lists.len()];
