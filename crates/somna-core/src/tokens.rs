@@ -38,7 +38,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
 
-use crate::message::Message;
+use crate::message::{Message, Role};
 
 /// Tokens of chat formatting around every message (`<|start|>{role}<|message|>…<|end|>`), from
 /// OpenAI's published counting rules for gpt-3.5-turbo, gpt-4 and gpt-4o.
@@ -127,6 +127,18 @@ pub struct TokenCounter {
     bpe: Option<&'static CoreBPE>,
 }
 
+/// How many texts [`TokenCounter::count_text_memo`] remembers a thread.
+pub const MEMO_TEXTS: usize = 256;
+/// Texts shorter than this are counted, not looked up: the lookup would cost about as much.
+const MEMO_MIN_BYTES: usize = 24;
+
+thread_local! {
+    /// Remembered counts by the hash of their tokenizer and text, each with its text (a hash two
+    /// texts share is counted, never answered from the other's count).
+    static MEMO: std::cell::RefCell<rustc_hash::FxHashMap<u64, (Box<str>, u32)>> =
+        std::cell::RefCell::default();
+}
+
 impl TokenCounter {
     /// The counter for `model` (see [`Tokenizer::for_model`]).
     pub fn for_model(model: &str) -> TokenCounter {
@@ -166,6 +178,45 @@ impl TokenCounter {
             None => heuristic_count(text),
         };
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// [`TokenCounter::count_text`] of a text counted again and again — a prompt's fixed pieces:
+    /// the persona, the context note's framing and headings, a speaker's name — remembered by the
+    /// calling thread (up to [`MEMO_TEXTS`] texts, then forgotten at once). The note's framing
+    /// alone took ~8,000 instructions to count, five such counts a turn (docs/benchmarks.md).
+    pub fn count_text_memo(&self, text: &str) -> u32 {
+        if text.len() < MEMO_MIN_BYTES {
+            return self.count_text(text);
+        }
+        let key = {
+            use std::hash::{BuildHasher, Hash, Hasher};
+            let mut h = rustc_hash::FxBuildHasher.build_hasher();
+            self.tokenizer.hash(&mut h);
+            text.hash(&mut h);
+            h.finish()
+        };
+        MEMO.with_borrow_mut(|memo| {
+            match memo.get(&key) {
+                Some((known, n)) if **known == *text => return *n,
+                Some(_) => return self.count_text(text),
+                None => {}
+            }
+            let n = self.count_text(text);
+            if memo.len() >= MEMO_TEXTS {
+                memo.clear();
+            }
+            memo.insert(key, (Box::from(text), n));
+            n
+        })
+    }
+
+    /// [`TokenCounter::count_message`] of a message of `role` with `text` and nothing else (no
+    /// name, no tool calls), its text counted by [`TokenCounter::count_text_memo`]: for a
+    /// prompt's fixed messages (the persona, the context note's framing).
+    pub fn count_fixed_message(&self, role: Role, text: &str) -> u32 {
+        TOKENS_PER_MESSAGE
+            .saturating_add(self.count_text(role.as_str()))
+            .saturating_add(self.count_text_memo(text))
     }
 
     /// Tokens one message takes in a prompt: content, role, name, tool calls (id, name, arguments)
@@ -567,6 +618,39 @@ mod tests {
         check("你好", 2);
         check("🍺", 2);
         check("\n".repeat(17).as_str(), 2);
+    }
+
+    #[test]
+    fn a_remembered_count_is_the_count() {
+        let exact = TokenCounter::new(Tokenizer::Cl100k);
+        let heuristic = TokenCounter::heuristic();
+        let persona = "You are Bram, the blacksmith of Emberfield. You speak plainly.";
+        for round in 0..3 {
+            // More texts than the memo keeps, so that it forgets and counts again.
+            for i in 0..MEMO_TEXTS + 40 {
+                let text = format!(
+                    "{persona} Line {i} of round {round}: {}",
+                    "ab ".repeat(i % 7)
+                );
+                for counter in [&exact, &heuristic] {
+                    // Two counters share the memo: each must get its own tokenizer's count.
+                    assert_eq!(
+                        counter.count_text_memo(&text),
+                        counter.count_text(&text),
+                        "{text}"
+                    );
+                    assert_eq!(
+                        counter.count_fixed_message(Role::System, &text),
+                        counter.count_message(&Message::new(Role::System, &text))
+                    );
+                }
+            }
+        }
+        assert_ne!(
+            exact.count_text_memo(persona),
+            heuristic.count_text_memo(persona)
+        );
+        assert_eq!(exact.count_text_memo("short"), exact.count_text("short"));
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn build(
     }
     // The persona counted, each summary by its stored count (which covers the blank line that
     // joins it): the long system message is not tokenized anew on every turn.
-    let persona_only = counter.count_message(&Message::new(Role::System, &config.persona));
+    let persona_only = counter.count_fixed_message(Role::System, &config.persona);
     let mut system_tokens =
         persona_only.saturating_add(u32::try_from(summary_tokens).unwrap_or(u32::MAX));
     // Over the budget without a working context: leave the oldest turns out of this prompt.
@@ -266,7 +266,7 @@ fn shown_summary(m: &Message) -> Rc<str> {
 /// total is what they count); `None` when they do not (only `build` knows what it leaves out).
 /// Counts what `build` counts without building it: the live turns are not copied.
 fn fitting_total(config: &AgentConfig, history: &[Message], counter: &TokenCounter) -> Option<u64> {
-    let persona = counter.count_message(&Message::new(Role::System, &config.persona));
+    let persona = counter.count_fixed_message(Role::System, &config.persona);
     let total = u64::from(persona)
         + history.iter().map(|m| u64::from(m.tokens)).sum::<u64>()
         + u64::from(REPLY_PRIMING);

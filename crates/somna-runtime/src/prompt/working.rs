@@ -119,9 +119,9 @@ impl WorkingContext {
         }
         let memory = &config.memory;
         // The headings and the note's framing.
-        let mut used = u64::from(counter.count_text(prompts::WORKING_CONTEXT_NOTE))
-            + u64::from(counter.count_text(prompts::MEMORY_HEADING))
-            + u64::from(counter.count_text(prompts::ARCHIVE_HEADING))
+        let mut used = u64::from(counter.count_text_memo(prompts::WORKING_CONTEXT_NOTE))
+            + u64::from(counter.count_text_memo(prompts::MEMORY_HEADING))
+            + u64::from(counter.count_text_memo(prompts::ARCHIVE_HEADING))
             + 8;
         if memory.working_facts > 0 {
             let hits = store.search(agent, DocKind::Fact, query, memory.working_facts as usize)?;
@@ -324,13 +324,12 @@ impl WorkingContext {
         out.push_str(prompts::WORKING_CONTEXT_NOTE);
         let mut lines = LineCounter::new(counter);
         // The message's own overhead and the framing line.
-        let mut tokens = u64::from(
-            counter.count_message(&Message::new(Role::System, prompts::WORKING_CONTEXT_NOTE)),
-        );
+        let mut tokens =
+            u64::from(counter.count_fixed_message(Role::System, prompts::WORKING_CONTEXT_NOTE));
         if !self.facts.is_empty() {
             out.push_str("\n\n");
             out.push_str(prompts::MEMORY_HEADING);
-            tokens += u64::from(counter.count_text(prompts::MEMORY_HEADING)) + 2;
+            tokens += u64::from(counter.count_text_memo(prompts::MEMORY_HEADING)) + 2;
             for f in &self.facts {
                 out.push_str("\n- ");
                 out.push_str(&f.text);
@@ -340,7 +339,7 @@ impl WorkingContext {
         if !self.excerpts.is_empty() {
             out.push_str("\n\n");
             out.push_str(prompts::ARCHIVE_HEADING);
-            tokens += u64::from(counter.count_text(prompts::ARCHIVE_HEADING)) + 2;
+            tokens += u64::from(counter.count_text_memo(prompts::ARCHIVE_HEADING)) + 2;
             let mut prev: Option<&Message> = None;
             for (i, excerpt) in self.excerpts.iter().enumerate() {
                 if i > 0 {
