@@ -86,6 +86,11 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// How many bytes are left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
     /// Fails unless the whole value was read (`what` names what should have been last).
     pub(crate) fn finish(&self, what: &str) -> Result<()> {
         if self.pos == self.bytes.len() {

@@ -164,6 +164,9 @@ pub(super) fn reader<'a>(key: &'a [u8], value: &'a [u8]) -> Result<Reader<'a>> {
 /// Reads a postings list (its count, then the postings) to the end of the value.
 pub(super) fn read_postings(r: &mut Reader<'_>, out: &mut Vec<Posting>) -> Result<()> {
     let count = r.varint()?;
+    // Room for them at once (a posting takes at least three bytes, so a corrupt count reserves
+    // no more than the value could hold).
+    out.reserve(usize::try_from(count).unwrap_or(usize::MAX).min(r.remaining() / 3));
     let mut id = 0u64;
     for _ in 0..count {
         id = r.next_after(id, "an id")?;
