@@ -166,7 +166,11 @@ pub(super) fn read_postings(r: &mut Reader<'_>, out: &mut Vec<Posting>) -> Resul
     let count = r.varint()?;
     // Room for them at once (a posting takes at least three bytes, so a corrupt count reserves
     // no more than the value could hold).
-    out.reserve(usize::try_from(count).unwrap_or(usize::MAX).min(r.remaining() / 3));
+    out.reserve(
+        usize::try_from(count)
+            .unwrap_or(usize::MAX)
+            .min(r.remaining() / 3),
+    );
     let mut id = 0u64;
     for _ in 0..count {
         id = r.next_after(id, "an id")?;
